@@ -1,0 +1,34 @@
+# mlmia: membership inference attacks on masked language models
+# (Mireshghallah et al., EMNLP 2022), end to end.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# The embedded default unless the user names config files (Snakemake would merge them).
+if not workflow.config_settings.configfiles:
+
+    configfile: "config/config.yaml"
+
+
+try:
+    validate(config, "config/schema/config.schema.yaml")
+except WorkflowError:
+    # Snakemake's message dumps the schema; say which key is wrong, in one line.
+    from mlmia.configcheck import schema_violation
+
+    raise WorkflowError(
+        schema_violation(config, "config/schema/config.schema.yaml")
+    ) from None
+
+
+include: "rules/common.smk"
+include: "rules/import.smk"
+include: "rules/attack.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

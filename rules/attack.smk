@@ -1,0 +1,31 @@
+rule attack_table:
+    input:
+        unpack(attack_inputs),
+    output:
+        "results/attack/{experiment}.parquet",
+    log:
+        "logs/attack_table/{experiment}.log",
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        experiment=lambda wildcards: EXPERIMENTS[wildcards.experiment],
+    script:
+        "../workflow/scripts/attack_table.py"
+
+
+rule attack_metrics:
+    input:
+        "results/attack/{experiment}.parquet",
+    output:
+        metrics="results/metrics/{experiment}.parquet",
+        roc="results/metrics/{experiment}.roc.parquet",
+    log:
+        "logs/attack_metrics/{experiment}.log",
+    benchmark:
+        "benchmarks/attack_metrics/{experiment}.tsv"
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings=metric_settings,
+    script:
+        "../workflow/scripts/attack_metrics.py"

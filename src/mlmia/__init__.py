@@ -1,0 +1,3 @@
+"""mlmia: membership inference attacks on masked language models."""
+
+__version__ = "0.1.0"

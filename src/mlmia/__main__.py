@@ -1,0 +1,5 @@
+import sys
+
+from mlmia.cli import main
+
+sys.exit(main())

@@ -1,0 +1,60 @@
+"""The `mlmia` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mlmia.errors import UserError
+from mlmia.logs import setup_logging
+
+
+def _score(args: argparse.Namespace) -> None:
+    from mlmia.scoring import score_file
+
+    score_file(
+        model=args.model,
+        samples=args.samples,
+        out=args.out,
+        energy=args.energy,
+        k=args.masks,
+        seed=args.seed,
+        reduction=args.reduction,
+        batch_size=args.batch_size,
+        device=args.device,
+        model_name=args.model_name,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mlmia", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    score = sub.add_parser("score", help="energy of every sample under a masked language model")
+    score.add_argument("--model", required=True, help="local model directory or hub id")
+    score.add_argument("--samples", required=True, help="Parquet, CSV or JSONL with sample_id and text")
+    score.add_argument("--out", required=True, help="output Parquet")
+    score.add_argument("--energy", choices=["masked", "normalized"], default="masked")
+    score.add_argument("--masks", type=int, default=10, help="K, the number of masking patterns (masked energy)")
+    score.add_argument("--seed", type=int, default=0)
+    score.add_argument("--reduction", choices=["mean", "sum"], default="mean", help="over the masked positions of a pattern")
+    score.add_argument("--batch-size", type=int, default=None, help="masked copies per forward pass (default: chosen)")
+    score.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    score.add_argument("--model-name", default=None, help="label written in the `model` column (default: the path's name)")
+    score.set_defaults(func=_score)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    try:
+        args.func(args)
+    except UserError as exc:
+        print(f"mlmia: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The authors' published scores give the paper's printed digits under the `published` protocol."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from mlmia.attack import Experiment, build_attack_table
+from mlmia.importing import files_from_config, import_manifest, import_model_scores, score_sets_from_config
+from mlmia.metrics import MetricSettings, attack_metrics
+from workflow_helpers import REPO, paper_scores_root
+
+CONFIG = yaml.safe_load((REPO / "config" / "paper_scores.yaml").read_text())
+SPEC = yaml.safe_load((REPO / "config" / "tables_paper_scores.yaml").read_text())
+PAPER = yaml.safe_load((REPO / "config" / "paper_values.yaml").read_text())
+
+# Cells the published scores do not reproduce (paper-scores/README.md): asserted at the
+# value the scores give, to the printed digit.
+OFF_CELLS = {
+    ("table2", "sample_i2b2", "precision/loss_mu"): 77.9,
+    ("table2", "sample_mimic", "recall/loss_mu"): 54.8,
+    ("table2", "sample_i2b2", "recall/loss_mu"): 54.8,
+}
+
+
+@pytest.fixture(scope="module")
+def long_dataset():
+    dataset = CONFIG["imported"]["datasets"]["long"]
+    root = str(paper_scores_root())
+    files = {model: files_from_config(dataset, root, model) for model in dataset["models"]}
+    sets = score_sets_from_config(dataset)
+    manifest = import_manifest(sets, files, dataset["length"])
+    scores = {m: import_model_scores(sets, files[m], m, dataset["energy"], dataset["k"]) for m in dataset["models"]}
+    return manifest, scores
+
+
+def cells():
+    for table_id, table in SPEC["tables"].items():
+        for column in table["columns"]:
+            for key, paper_value in PAPER[table_id][column["id"]].items():
+                yield table_id, column, key, paper_value
+
+
+def test_every_published_cell_has_a_check():
+    checked = {(t, c["id"], k) for t, c, k, _ in cells()}
+    assert len(checked) == 8 + 8 + 6
+    assert set(OFF_CELLS) <= checked
+
+
+@pytest.fixture(scope="module")
+def published_metrics(long_dataset):
+    manifest, scores = long_dataset
+    out = {}
+    for name, spec in SPEC["experiments"].items():
+        experiment = Experiment.from_config(name, spec)
+        table = build_attack_table(manifest, scores[experiment.target], scores[experiment.reference], experiment)
+        settings = MetricSettings(protocols=("published",), alphas=(0.1, 0.01), bootstrap=0, seed=2, draws=10)
+        out[name] = attack_metrics(table, settings)
+    return out
+
+
+@pytest.mark.parametrize("table_id, column, key, paper_value", list(cells()), ids=lambda x: str(x.get("id", x)) if isinstance(x, dict) else str(x))
+def test_published_digit(published_metrics, table_id, column, key, paper_value):
+    metric, method = key.split("/")
+    metrics = published_metrics[column["experiment"]]
+    m = metrics[(metrics.metric == metric) & (metrics.method == method)]
+    if metric != "auc":
+        m = m[np.isclose(m.alpha, column["alpha"])]
+    assert len(m) == 1
+    digits = 3 if metric == "auc" else 1
+    expected = OFF_CELLS.get((table_id, column["id"], key), paper_value)
+    assert round(float(m.value.iloc[0]), digits) == pytest.approx(expected, abs=1e-9)
+
+
+def test_matched_pairs_give_the_higher_auc(long_dataset):
+    # paper-scores/README.md: with matched member pairs the MIMIC likelihood-ratio AUC is 0.927.
+    manifest, scores = long_dataset
+    experiment = Experiment.from_config("m", SPEC["experiments"]["base_long_mimic"])
+    table = build_attack_table(manifest, scores["base"], scores["pubmed"], experiment)
+    members = table[table.role == "member"]
+    nonmembers = table[table.role == "nonmember"]
+    from sklearn.metrics import roc_auc_score
+
+    y = np.r_[np.ones(len(members)), np.zeros(len(nonmembers))]
+    # (0.927 is the mean over the published draws; all members at once give 0.928.)
+    assert roc_auc_score(y, -np.r_[members.stat, nonmembers.stat]) == pytest.approx(0.927, abs=0.0015)
+    corrected = attack_metrics(table, MetricSettings(protocols=("corrected",), bootstrap=0))
+    auc = corrected[(corrected.metric == "auc") & (corrected.method == "lr")].value.iloc[0]
+    assert auc == pytest.approx(0.927, abs=0.003)

@@ -1,0 +1,18 @@
+from mlmia.importing import files_from_config, import_model_scores, score_sets_from_config
+from mlmia.io import write_parquet
+from mlmia.runner import run_step
+
+
+def main(snakemake):
+    dataset, model = snakemake.params.dataset, snakemake.wildcards.model
+    scores = import_model_scores(
+        score_sets_from_config(dataset),
+        files_from_config(dataset, snakemake.params.root, model),
+        model=model,
+        energy_kind=snakemake.wildcards.energy,
+        k=dataset.get("k"),
+    )
+    write_parquet(scores, snakemake.output[0])
+
+
+run_step(snakemake, main)
