@@ -26,6 +26,7 @@ include: "rules/common.smk"
 include: "rules/import.smk"
 include: "rules/attack.smk"
 include: "rules/tables.smk"
+include: "rules/figures.smk"
 
 
 rule all:

@@ -56,16 +56,33 @@ def selected_tables():
 
 
 TABLES = selected_tables()
+FIGURES = TABLES_SPEC.get("figures", {})
+
+
+def figure_experiments(figure):
+    spec = FIGURES[figure]
+    return spec["experiments"] if "experiments" in spec else [spec["experiment"]]
+
+
+def figure_inputs(wildcards):
+    """Histograms read attack tables, ROC figures the ROC points of each experiment."""
+    spec = FIGURES[wildcards.figure]
+    pattern = (
+        "results/attack/{}.parquet"
+        if spec.get("kind") == "histogram"
+        else "results/metrics/{}.roc.parquet"
+    )
+    return {name: pattern.format(name) for name in figure_experiments(wildcards.figure)}
+
+
+def figure_outputs(figure):
+    return [f"results/figures/{figure}.{ext}" for ext in ("png", "pdf")]
 
 
 def table_experiments(table):
     return list(
         dict.fromkeys(c["experiment"] for c in TABLES_SPEC["tables"][table]["columns"])
     )
-
-
-def used_experiments():
-    return list(dict.fromkeys(e for t in TABLES for e in table_experiments(t)))
 
 
 def experiment_alphas(name):
@@ -140,4 +157,6 @@ def table_outputs(table):
 
 
 def all_targets():
-    return [path for table in TABLES for path in table_outputs(table)]
+    return [path for table in TABLES for path in table_outputs(table)] + [
+        path for figure in FIGURES for path in figure_outputs(figure)
+    ]

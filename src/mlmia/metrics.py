@@ -29,6 +29,7 @@ import pandas as pd
 from sklearn.metrics import precision_score, recall_score, roc_auc_score, roc_curve
 
 from mlmia.errors import UserError
+from mlmia.logs import get_logger
 
 ROLES = ("member", "member_heldin", "nonmember", "population")
 PROTOCOLS = ("published", "corrected")
@@ -211,6 +212,11 @@ def corrected_metrics(roles: dict[str, RoleScores], settings: MetricSettings) ->
 def attack_metrics(table: pd.DataFrame, settings: MetricSettings, where: str = "attack table") -> pd.DataFrame:
     """All metrics of one experiment under every protocol in `settings`, in tidy form."""
     roles = split_roles(table, settings.level, where)
+    get_logger("metrics").info(
+        "%s: %s-level units per role: %s; protocols %s, alphas %s, %d draws, %d bootstrap replicates",
+        where, settings.level, {role: len(scores) for role, scores in roles.items()},
+        ",".join(settings.protocols), ",".join(map(str, settings.alphas)), settings.draws, settings.bootstrap,
+    )  # fmt: skip
     rows = []
     for protocol in settings.protocols:
         if protocol == "published":
