@@ -5,6 +5,9 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
+report: "report/workflow.rst"
+
+
 # The embedded default unless the user names config files (Snakemake would merge them).
 if not workflow.config_settings.configfiles:
 
@@ -27,6 +30,7 @@ include: "rules/import.smk"
 include: "rules/attack.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
+include: "rules/report.smk"
 
 
 rule all:

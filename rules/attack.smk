@@ -9,6 +9,7 @@ rule attack_table:
         "../envs/mlmia.yaml"
     params:
         experiment=lambda wildcards: EXPERIMENTS[wildcards.experiment],
+        code=module_digest("mlmia.attack"),
     script:
         "../workflow/scripts/attack_table.py"
 
@@ -27,5 +28,6 @@ rule attack_metrics:
         "../envs/mlmia.yaml"
     params:
         settings=metric_settings,
+        code=module_digest("mlmia.metrics"),
     script:
         "../workflow/scripts/attack_metrics.py"

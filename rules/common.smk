@@ -5,6 +5,7 @@ import yaml
 from mlmia.attack import Experiment
 from mlmia.errors import UserError
 from mlmia.importing import files_from_config
+from mlmia.provenance import module_digest
 
 
 def load_yaml(path, key):
@@ -80,9 +81,8 @@ def figure_outputs(figure):
 
 
 def table_experiments(table):
-    return list(
-        dict.fromkeys(c["experiment"] for c in TABLES_SPEC["tables"][table]["columns"])
-    )
+    columns = TABLES_SPEC["tables"][table].get("columns", [])  # static tables have none
+    return list(dict.fromkeys(c["experiment"] for c in columns))
 
 
 def experiment_alphas(name):
@@ -147,8 +147,11 @@ def imported_model_files(wildcards):
 
 
 def table_metric_inputs(wildcards):
+    """Each experiment's metrics: attack metrics, or exposure metrics for Table 7."""
+    source = TABLES_SPEC["tables"][wildcards.table].get("source", "metrics")
     return [
-        f"results/metrics/{name}.parquet" for name in table_experiments(wildcards.table)
+        f"results/{source}/{name}.parquet"
+        for name in table_experiments(wildcards.table)
     ]
 
 
@@ -157,6 +160,8 @@ def table_outputs(table):
 
 
 def all_targets():
-    return [path for table in TABLES for path in table_outputs(table)] + [
-        path for figure in FIGURES for path in figure_outputs(figure)
-    ]
+    return (
+        [path for table in TABLES for path in table_outputs(table)]
+        + [path for figure in FIGURES for path in figure_outputs(figure)]
+        + ["results/paper_comparison.md"]
+    )

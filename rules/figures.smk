@@ -2,15 +2,20 @@ rule render_figure:
     input:
         unpack(figure_inputs),
     output:
-        png="results/figures/{figure}.png",
+        png=report(
+            "results/figures/{figure}.png",
+            category="Figures",
+            caption="../report/figure.rst",
+        ),
         pdf="results/figures/{figure}.pdf",
-    params:
-        spec=lambda wildcards: FIGURES[wildcards.figure],
-        style=config.get("figure_style", {}),
     log:
         "logs/render_figure/{figure}.log",
     conda:
         "../envs/mlmia.yaml"
+    params:
+        spec=lambda wildcards: FIGURES[wildcards.figure],
+        style=config.get("figure_style", {}),
+        code=module_digest("mlmia.figures"),
     script:
         "../workflow/scripts/render_figure.py"
 

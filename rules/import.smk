@@ -12,6 +12,7 @@ rule import_manifest:
     params:
         dataset=lambda wildcards: IMPORTED[wildcards.dataset],
         root=config.get("imported", {}).get("root"),
+        code=module_digest("mlmia.importing", "mlmia.io"),
     script:
         "../workflow/scripts/import_manifest.py"
 
@@ -31,5 +32,6 @@ rule import_model_scores:
     params:
         dataset=lambda wildcards: IMPORTED[wildcards.dataset],
         root=config.get("imported", {}).get("root"),
+        code=module_digest("mlmia.importing", "mlmia.io"),
     script:
         "../workflow/scripts/import_model_scores.py"

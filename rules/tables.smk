@@ -2,7 +2,11 @@ rule render_table:
     input:
         table_metric_inputs,
     output:
-        csv="results/tables/{table}.csv",
+        csv=report(
+            "results/tables/{table}.csv",
+            category="Tables",
+            caption="../report/table.rst",
+        ),
         md="results/tables/{table}.md",
         tex="results/tables/{table}.tex",
     log:
@@ -19,6 +23,7 @@ rule render_table:
             wildcards.table: PAPER_VALUES.get(wildcards.table, {})
         },
         protocols=config["metrics"].get("protocols", ["published", "corrected"]),
+        code=module_digest("mlmia.tables"),
     script:
         "../workflow/scripts/render_table.py"
 

@@ -7,8 +7,6 @@ and its caption; the published numbers live beside it in a paper-values mapping
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -16,30 +14,26 @@ from mlmia.attack import Experiment
 from mlmia.errors import UserError
 
 TIDY_COLUMNS = [
-    "table", "column", "header", "row", "metric", "method", "fpr", "level", "nonmembers", "target", "reference",
+    "table", "column", "header", "row", "metric", "method", "fpr", "split", "level", "nonmembers", "target", "reference",
     "length", "energy", "alpha", "protocol", "value", "ci_low", "ci_high", "paper_value", "experiment",
 ]  # fmt: skip
 PERCENT_METRICS = ("precision", "recall", "tpr_at_fpr")
 
 
-@dataclass(frozen=True)
-class Row:
-    metric: str
-    method: str
-    label: str
-    fpr: float | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.metric}/{self.method}" + (f"@{self.fpr:g}" if self.fpr is not None else "")
+CELL_KEYS = ("metric", "method", "fpr", "split")  # what a row or a column may pin down
 
 
-def parse_rows(spec_rows, row_sets: dict, where: str) -> list[Row]:
+def parse_rows(spec_rows, row_sets: dict, where: str) -> list[dict]:
     if isinstance(spec_rows, str):
         if spec_rows not in row_sets:
             raise UserError(f"{where}: unknown row set {spec_rows!r}")
         spec_rows = row_sets[spec_rows]
-    return [Row(**row) for row in spec_rows]
+    return [dict(row) for row in spec_rows]
+
+
+def cell_key(cell: dict) -> str:
+    """The paper-values key of a cell: "metric/method", "@fpr" for TPR rows."""
+    return f"{cell['metric']}/{cell['method']}" + (f"@{cell['fpr']:g}" if cell.get("fpr") is not None else "")
 
 
 def format_value(metric: str, value: float) -> str:
@@ -48,15 +42,15 @@ def format_value(metric: str, value: float) -> str:
     return f"{value:.1f}" if metric in PERCENT_METRICS else f"{value:.3f}"
 
 
-def _metric_value(metrics: pd.DataFrame, row: Row, alpha: float, protocol: str) -> pd.Series | None:
-    selected = metrics[(metrics["metric"] == row.metric) & (metrics["method"] == row.method) & (metrics["protocol"] == protocol)]
-    if row.metric in ("precision", "recall"):
-        selected = selected[np.isclose(selected["alpha"], alpha)]
-    if row.metric == "tpr_at_fpr":
-        selected = selected[np.isclose(selected["fpr"], row.fpr)]
-    if len(selected) != 1:
-        return None
-    return selected.iloc[0]
+def _select(metrics: pd.DataFrame, cell: dict, alpha: float, protocol: str) -> pd.DataFrame:
+    chosen = metrics[(metrics["metric"] == cell["metric"]) & (metrics["method"] == cell["method"]) & (metrics["protocol"] == protocol)]
+    if cell["metric"] in ("precision", "recall"):
+        chosen = chosen[np.isclose(chosen["alpha"], alpha)]
+    if cell.get("fpr") is not None:
+        chosen = chosen[np.isclose(chosen["fpr"], cell["fpr"])]
+    if cell.get("split") is not None:
+        chosen = chosen[chosen["split"] == cell["split"]]
+    return chosen
 
 
 def tidy_table(
@@ -68,7 +62,12 @@ def tidy_table(
     paper_values: dict,
     protocols: list[str],
 ) -> pd.DataFrame:
-    """One row per (column, row, protocol) cell of a table."""
+    """One row per (column, row, protocol) cell of a table.
+
+    A cell is the one metrics row that its row and its column pin down together: rows
+    usually name (metric, method), columns an experiment at an alpha, but either may carry
+    any of metric, method, fpr, split. `metrics` maps each column's experiment to its table.
+    """
     where = f"table {table_id!r}"
     rows = parse_rows(spec["rows"], row_sets, where)
     published = paper_values.get(table_id, {}) or {}
@@ -79,30 +78,36 @@ def tidy_table(
         column_paper = published.get(column["id"], {}) or {}
         for protocol in spec.get("protocols", protocols):
             for row in rows:
-                found = _metric_value(metrics[experiment.name], row, alpha, protocol)
-                if found is None:
-                    raise UserError(f"{where}, column {column['id']!r}: no {row.key} metric under protocol {protocol!r} at alpha {alpha}")
+                cell = {key: row.get(key, column.get(key)) for key in CELL_KEYS}
+                found = _select(metrics[experiment.name], cell, alpha, protocol)
+                if len(found) != 1:
+                    raise UserError(
+                        f"{where}, column {column['id']!r}, row {row.get('label')!r}: "
+                        f"{len(found)} metrics match {cell_key(cell)} under protocol {protocol!r} at alpha {alpha}"
+                    )
+                found = found.iloc[0]
                 records.append(
                     {
                         "table": table_id,
                         "column": column["id"],
                         "header": column.get("header", column["id"]),
-                        "row": row.label,
-                        "metric": row.metric,
-                        "method": row.method,
-                        "fpr": row.fpr,
+                        "row": row.get("label", cell_key(cell)),
+                        "metric": cell["metric"],
+                        "method": cell["method"],
+                        "fpr": cell["fpr"],
+                        "split": cell["split"],
                         "level": experiment.level,
                         "nonmembers": experiment.nonmembers,
                         "target": experiment.target,
                         "reference": experiment.reference,
                         "length": experiment.length,
                         "energy": experiment.energy,
-                        "alpha": alpha if row.metric in ("precision", "recall") else None,
+                        "alpha": alpha if cell["metric"] in ("precision", "recall") else None,
                         "protocol": protocol,
                         "value": float(found["value"]),
                         "ci_low": float(found["ci_low"]),
                         "ci_high": float(found["ci_high"]),
-                        "paper_value": column_paper.get(row.key),
+                        "paper_value": column_paper.get(cell_key(cell)),
                         "experiment": experiment.name,
                     }
                 )
@@ -171,3 +176,29 @@ def render_latex(tidy: pd.DataFrame, spec: dict) -> str:
         out += [_latex_escape(label) + " & " + " & ".join(_latex_escape(c) for c in cells) + r" \\" for label, cells in body]
         out += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{caption}}}", rf"\label{{tab:{tidy['table'].iloc[0]}-{protocol}}}", r"\end{table}", ""]
     return "\n".join(out)
+
+
+def render_static(table_id: str, spec: dict) -> tuple[pd.DataFrame, str, str]:
+    """A table of fixed text (Table 8, notation): `header` and `body` rows from the spec."""
+    header, body = spec["header"], spec["body"]
+    tidy = pd.DataFrame(body, columns=header).assign(table=table_id)
+    lines = [f"# {spec.get('title', table_id)}", ""]
+    if spec.get("caption"):
+        lines += [spec["caption"].strip(), ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in body]
+    latex = [
+        r"\begin{table}[t]",
+        r"\centering\small",
+        r"\begin{tabular}{" + "l" * len(header) + "}",
+        r"\toprule",
+        " & ".join(_latex_escape(h) for h in header) + r" \\",
+        r"\midrule",
+        *[" & ".join(_latex_escape(str(c)) for c in row) + r" \\" for row in body],
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{_latex_escape(spec.get('title', table_id))}}}",
+        rf"\label{{tab:{table_id}}}",
+        r"\end{table}",
+    ]
+    return tidy, "\n".join(lines) + "\n", "\n".join(latex) + "\n"
