@@ -26,8 +26,20 @@ except WorkflowError:
 
 
 include: "rules/common.smk"
+
+
+wildcard_constraints:
+    model=MODEL_PATTERN,
+    energy="masked|normalized",
+    experiment=name_pattern(EXPERIMENTS),
+
+
 include: "rules/import.smk"
+include: "rules/corpus.smk"
+include: "rules/train.smk"
+include: "rules/score.smk"
 include: "rules/attack.smk"
+include: "rules/exposure.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"

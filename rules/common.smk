@@ -6,6 +6,8 @@ from mlmia.attack import Experiment
 from mlmia.errors import UserError
 from mlmia.importing import files_from_config
 from mlmia.provenance import module_digest
+from mlmia.samples import sample_count
+from mlmia.shards import shard_count
 
 
 def load_yaml(path, key):
@@ -22,8 +24,23 @@ TABLES_SPEC = load_yaml(config["tables_spec"], "tables_spec")
 PAPER_VALUES = load_yaml(config["paper_values"], "paper_values")
 ROW_SETS = TABLES_SPEC.get("row_sets", {})
 IMPORTED = config.get("imported", {}).get("datasets", {})
-# Dataset names whose scores are imported, not computed; "(?!)" matches nothing.
-IMPORTED_PATTERN = "|".join(map(re.escape, IMPORTED)) or "(?!)"
+MODELS = config.get("models", {})
+# The embedded world scores two sample sets: plain sentences, and the same sentences as
+# Base-b was trained on them (members carry the patient's name).
+SCORED = ["clinical", "clinical_named"] if "corpus" in config else []
+
+
+def name_pattern(names):
+    """A wildcard constraint matching exactly these names ("(?!)" matches nothing)."""
+    return "|".join(map(re.escape, names)) or "(?!)"
+
+
+IMPORTED_PATTERN = name_pattern(IMPORTED)
+SCORED_PATTERN = name_pattern(SCORED)
+TRAINED_PATTERN = name_pattern([m for m in MODELS if "path" not in MODELS[m]])
+MODEL_PATTERN = name_pattern(
+    list(MODELS) + [m for dataset in IMPORTED.values() for m in dataset["models"]]
+)
 
 
 def parse_experiments(spec):
@@ -48,7 +65,7 @@ def selected_tables():
                 f"config key 'tables': unknown table {name!r} (declared in {config['tables_spec']}: {', '.join(tables)})"
             )
     for name in chosen:
-        for column in tables[name]["columns"]:
+        for column in tables[name].get("columns", []):
             if column["experiment"] not in EXPERIMENTS:
                 raise WorkflowError(
                     f"{config['tables_spec']}: table {name!r} column {column['id']!r}: unknown experiment {column['experiment']!r}"
@@ -91,7 +108,7 @@ def experiment_alphas(name):
         {
             float(column.get("alpha", 0.1))
             for table in TABLES
-            for column in TABLES_SPEC["tables"][table]["columns"]
+            for column in TABLES_SPEC["tables"][table].get("columns", [])
             if column["experiment"] == name
         }
     )
@@ -165,3 +182,79 @@ def all_targets():
         + [path for figure in FIGURES for path in figure_outputs(figure)]
         + ["results/paper_comparison.md"]
     )
+
+
+# --- the embedded world: corpora, training, scoring -----------------------------------
+
+CORPUS_TABLES = {
+    "target": "results/corpus/train_target.parquet",
+    "target_named": "results/corpus/train_target_named.parquet",
+    "domain": "results/corpus/train_domain.parquet",
+    "general": "results/corpus/train_general.parquet",
+}
+
+
+def corpus_tables(wildcards):
+    return list(CORPUS_TABLES.values())
+
+
+def train_inputs(wildcards):
+    spec = MODELS[wildcards.model]
+    inputs = {
+        "text": CORPUS_TABLES[spec["corpus"]],
+        "tokenizer": "results/models/tokenizer",
+    }
+    if spec.get("init"):
+        inputs["init"] = model_dir(spec["init"])
+    return inputs
+
+
+def model_dir(model):
+    """A model's directory: trained by the workflow, or a user's path / hub id."""
+    name = model if isinstance(model, str) else model.model
+    return MODELS[name].get("path", f"results/models/{name}")
+
+
+def n_shards(dataset):
+    settings = config["samples"]
+    n = sample_count(settings["counts"], settings["lengths"])
+    return shard_count(n, config["scoring"]["shard_size"])
+
+
+def shard_scores(wildcards):
+    return [
+        f"results/scores/{wildcards.dataset}/shards/{wildcards.model}.{wildcards.energy}.{shard}.parquet"
+        for shard in range(n_shards(wildcards.dataset))
+    ]
+
+
+def scoring_k(energy):
+    return config["scoring"]["k"] if energy == "masked" else None
+
+
+def exposure_inputs(wildcards):
+    experiment = EXPERIMENTS[wildcards.experiment]
+    return {
+        "attack": f"results/attack/{experiment.name}.parquet",
+        "samples": samples_path(experiment.dataset),
+        "training_text": CORPUS_TABLES[MODELS[experiment.target]["corpus"]],
+        "embedding_model": model_dir(
+            config.get("exposure", {}).get("embedding_model", "ref_general")
+        ),
+    }
+
+
+def exposure_alpha(name):
+    """The alpha of the exposure table's columns (Table 7) for this experiment."""
+    alphas = {
+        float(column.get("alpha", 0.1))
+        for table in TABLES
+        if TABLES_SPEC["tables"][table].get("source") == "exposure"
+        for column in TABLES_SPEC["tables"][table]["columns"]
+        if column["experiment"] == name
+    }
+    if len(alphas) > 1:
+        raise WorkflowError(
+            f"{config['tables_spec']}: exposure tables ask experiment {name!r} for several alphas {sorted(alphas)}"
+        )
+    return alphas.pop() if alphas else 0.1
