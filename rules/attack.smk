@@ -18,8 +18,7 @@ rule attack_metrics:
     input:
         "results/attack/{experiment}.parquet",
     output:
-        metrics="results/metrics/{experiment}.parquet",
-        roc="results/metrics/{experiment}.roc.parquet",
+        "results/metrics/{experiment}.parquet",
     log:
         "logs/attack_metrics/{experiment}.log",
     benchmark:
@@ -31,3 +30,19 @@ rule attack_metrics:
         code=module_digest("mlmia.metrics"),
     script:
         "../workflow/scripts/attack_metrics.py"
+
+
+rule roc_curve:
+    input:
+        "results/attack/{experiment}.parquet",
+    output:
+        "results/metrics/{experiment}.roc.parquet",
+    log:
+        "logs/roc_curve/{experiment}.log",
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        level=lambda wildcards: EXPERIMENTS[wildcards.experiment].level,
+        code=module_digest("mlmia.metrics"),
+    script:
+        "../workflow/scripts/roc_curve.py"

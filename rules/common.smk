@@ -176,11 +176,31 @@ def table_outputs(table):
     return [f"results/tables/{table}.{ext}" for ext in ("csv", "md", "tex")]
 
 
+def findings_experiments():
+    """Experiments the findings compare: those named, and every experiment of a level
+    the selected tables use when a finding spans a level."""
+    in_tables = [name for table in TABLES for name in table_experiments(table)]
+    names = []
+    for finding in TABLES_SPEC.get("findings", []):
+        if finding.get("experiments"):
+            names += [
+                n for n in in_tables if EXPERIMENTS[n].level == finding["experiments"]
+            ]
+        names += [finding[side].get("experiment") for side in ("compare", "against")]
+        names = [n for n in names if n is not None]
+    return list(dict.fromkeys(names))
+
+
+def findings_inputs(wildcards):
+    return [f"results/metrics/{name}.parquet" for name in findings_experiments()]
+
+
 def all_targets():
     return (
         [path for table in TABLES for path in table_outputs(table)]
         + [path for figure in FIGURES for path in figure_outputs(figure)]
         + ["results/paper_comparison.md"]
+        + (["results/findings.md"] if TABLES_SPEC.get("findings") else [])
     )
 
 

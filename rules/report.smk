@@ -16,3 +16,28 @@ rule paper_comparison:
         code=module_digest("mlmia.comparison"),
     script:
         "../workflow/scripts/paper_comparison.py"
+
+
+rule findings:
+    input:
+        findings_inputs,
+    output:
+        table="results/findings.csv",
+        markdown=report(
+            "results/findings.md",
+            category="Findings of the paper",
+            caption="../report/findings.rst",
+        ),
+    log:
+        "logs/findings.log",
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        findings=TABLES_SPEC.get("findings", []),
+        levels=lambda wildcards: {
+            name: EXPERIMENTS[name].level for name in findings_experiments()
+        },
+        world=config.get("world", "imported scores"),
+        code=module_digest("mlmia.findings"),
+    script:
+        "../workflow/scripts/findings.py"

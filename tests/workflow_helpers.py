@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "workflow", "config", "envs", "profiles")
+WORKFLOW_PARTS = ("Snakefile", "rules", "workflow", "config", "envs", "profiles", "report")
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
@@ -31,15 +31,10 @@ def copy_workflow(dest: Path) -> Path:
 
 
 def write_config(dest: Path, base: str, **overrides) -> Path:
-    config = yaml.safe_load((REPO / "config" / base).read_text())
-    for dotted, new in overrides.items():
-        node = config
-        *parents, last = dotted.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = new
+    """A copy of config/<base> with nested keys (a__b=value) changed, as dest/test_config.yaml."""
     path = dest / "test_config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    shutil.copy2(REPO / "config" / base, path)
+    edit_yaml(path, **overrides)
     return path
 
 
@@ -50,3 +45,34 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.C
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
+
+
+def planned_jobs(workdir: Path, *args: str) -> list[tuple[str, str]]:
+    """(rule, output line) of every job a dry run would execute."""
+    result = run_snakemake(workdir, "-n", *args)
+    jobs, rule = [], None
+    for line in result.stdout.splitlines():
+        stripped = line.strip()
+        if line.startswith("rule ") and stripped.endswith(":"):
+            rule = stripped[5:-1]
+        elif line.startswith("localrule ") and stripped.endswith(":"):
+            rule = stripped[10:-1]
+        elif rule and stripped.startswith("output:"):
+            jobs.append((rule, stripped[len("output:"):].strip()))
+            rule = None
+        elif rule and stripped.startswith("jobid:") and rule in ("all",):
+            jobs.append((rule, ""))
+            rule = None
+    return jobs
+
+
+def edit_yaml(path: Path, **changes) -> None:
+    """Set nested keys (a__b__c=value) in a YAML file."""
+    data = yaml.safe_load(path.read_text())
+    for dotted, new in changes.items():
+        node = data
+        *parents, last = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = new
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
