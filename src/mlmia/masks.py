@@ -1,0 +1,86 @@
+"""Masking patterns: a pure function of (seed, sample_id, pattern index).
+
+The same sample gets the same masks under every model that tokenizes it the same way
+(common random numbers for the likelihood ratio), whatever the shard count, the batch
+size, the device or the order of the samples. Pattern ``j`` depends only on
+``(seed, sample_id, n_tokens, j)`` and on the patterns before it, never on ``K``: the
+patterns for ``K = 5`` are the first five of those for ``K = 10``.
+
+Positions are 0-based indices into the sample's *content* tokens (special tokens and
+padding excluded); the scorer maps them to sequence positions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+
+import numpy as np
+
+MASK_FRACTION = 0.15
+# Bounded redraws when a random pattern repeats an earlier one (only happens when
+# C(T, l) is small, just above K).
+_MAX_REDRAWS = 1000
+
+
+def n_masked(n_tokens: int) -> int:
+    """l = ceil(0.15 * T), at least 1 (computed in exact integer arithmetic)."""
+    n_tokens = int(n_tokens)
+    if n_tokens < 1:
+        raise ValueError(f"n_tokens must be >= 1, got {n_tokens}")
+    return max(1, -(-15 * n_tokens // 100))
+
+
+def sample_key(sample_id: str) -> int:
+    """A stable 128-bit integer for a sample id (SHA-256; not Python's salted hash())."""
+    digest = hashlib.sha256(str(sample_id).encode("utf-8")).digest()
+    return int.from_bytes(digest[:16], "little")
+
+
+def n_patterns(n_tokens: int, k: int) -> int:
+    """How many patterns a sample gets: min(k, C(T, l))."""
+    return min(int(k), math.comb(n_tokens, n_masked(n_tokens)))
+
+
+def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int) -> np.ndarray:
+    """Masking patterns of one sample: int64 array of shape (K_eff, l), each row sorted.
+
+    If ``k >= C(T, l)`` every combination is returned once, in lexicographic order
+    (K_eff = C(T, l)). Otherwise K_eff = k distinct patterns; pattern ``j`` is drawn by
+    ``numpy.random.default_rng([seed, sha256(sample_id), j])`` (l positions without
+    replacement), redrawn from the same generator while it repeats an earlier pattern.
+    """
+    seed, n_tokens, k = int(seed), int(n_tokens), int(k)
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    l = n_masked(n_tokens)
+    total = math.comb(n_tokens, l)
+    if k >= total:
+        out = np.fromiter(
+            itertools.chain.from_iterable(itertools.combinations(range(n_tokens), l)),
+            dtype=np.int64,
+            count=total * l,
+        )
+        return out.reshape(total, l)
+    key = sample_key(sample_id)
+    out = np.empty((k, l), dtype=np.int64)
+    seen: set[tuple[int, ...]] = set()
+    for j in range(k):
+        rng = np.random.default_rng([seed, key, j])
+        for _ in range(_MAX_REDRAWS):
+            tup = tuple(sorted(rng.choice(n_tokens, size=l, replace=False).tolist()))
+            if tup not in seen:
+                break
+        else:  # pragma: no cover - C(T, l) > k makes a fresh pattern overwhelmingly likely
+            raise RuntimeError(f"could not draw a distinct masking pattern for sample {sample_id!r}")
+        seen.add(tup)
+        out[j] = tup
+    return out
+
+
+def single_position_patterns(n_tokens: int) -> np.ndarray:
+    """The normalized-energy patterns: every content position alone, shape (T, 1)."""
+    return np.arange(int(n_tokens), dtype=np.int64).reshape(-1, 1)

@@ -1,0 +1,116 @@
+"""Shared fixtures. Tiny random masked language models built here (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import pytest
+
+TINY_MAX_LEN = 40  # positions (special tokens included) of the tiny models: long texts get truncated
+
+TINY_WORDS = """
+patient admitted with chest pain and shortness of breath history hypertension diabetes
+denies fever cough nausea vomiting blood pressure heart rate normal sinus rhythm mg daily
+oral tablet aspirin metoprolol insulin given discharged home follow up clinic in two weeks
+the a of to was is on for no left right lung kidney liver acute chronic failure
+""".split()
+TINY_PIECES = list("abcdefghijklmnopqrstuvwxyz0123456789.,:;-/()%")
+
+
+def tiny_vocab() -> list[str]:
+    """A small WordPiece vocabulary: specials, words, characters and ## continuations."""
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    for tok in TINY_WORDS + TINY_PIECES + ["##" + c for c in TINY_PIECES if c.isalnum()]:
+        if tok not in vocab:
+            vocab.append(tok)
+    return vocab
+
+
+def build_tiny_tokenizer(directory):
+    from transformers import BertTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {tok: i for i, tok in enumerate(tiny_vocab())}
+    tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=True, model_max_length=TINY_MAX_LEN)
+    assert len(tokenizer) == len(vocab), "tokenizer did not take the vocabulary"
+    return tokenizer
+
+
+def build_tiny_bert(seed: int, vocab_size: int):
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=TINY_MAX_LEN,
+        initializer_range=0.3,  # large weights: logits far from uniform, so errors show
+        pad_token_id=0,
+    )
+    return BertForMaskedLM(config).eval()
+
+
+def _save_tiny_bert(directory, seed: int):
+    tokenizer = build_tiny_tokenizer(directory)
+    model = build_tiny_bert(seed, len(tokenizer))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    """A saved random 2-layer, 32-wide BertForMaskedLM with its tokenizer (max length 40)."""
+    return _save_tiny_bert(tmp_path_factory.mktemp("tiny_bert_a"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir_b(tmp_path_factory):
+    """A second tiny BERT, same tokenizer, different weights (a 'reference' model)."""
+    return _save_tiny_bert(tmp_path_factory.mktemp("tiny_bert_b"), seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory):
+    """(model, tokenizer): a random RobertaForMaskedLM (head `lm_head`, offset positions)."""
+    import torch
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    tokenizer = build_tiny_tokenizer(tmp_path_factory.mktemp("tiny_roberta"))
+    torch.manual_seed(2)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=TINY_MAX_LEN + 2,
+        initializer_range=0.3,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
+    return RobertaForMaskedLM(config).eval(), tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_distilbert(tmp_path_factory):
+    """(model, tokenizer): a random DistilBertForMaskedLM (no known head split: full logits)."""
+    import torch
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+
+    tokenizer = build_tiny_tokenizer(tmp_path_factory.mktemp("tiny_distilbert"))
+    torch.manual_seed(3)
+    config = DistilBertConfig(
+        vocab_size=len(tokenizer),
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=64,
+        max_position_embeddings=TINY_MAX_LEN,
+        initializer_range=0.3,
+        pad_token_id=0,
+    )
+    return DistilBertForMaskedLM(config).eval(), tokenizer

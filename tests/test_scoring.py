@@ -1,0 +1,413 @@
+"""The energy scorer: masks, the fast path against the oracle and hand computations, the CLI."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import TINY_MAX_LEN, TINY_WORDS, tiny_vocab
+from mlmia import scoring
+from mlmia.cli import main
+from mlmia.errors import UserError
+from mlmia.masks import mask_patterns, n_masked, sample_key
+from mlmia.models import load_mlm, mlm_parts
+from mlmia.scoring import OUTPUT_COLUMNS, score_samples, score_samples_oracle
+
+ATOL = 1e-5
+DOCUMENTED_COLUMNS = ["sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed"]
+
+
+def _texts(n_words_list, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(TINY_WORDS, n)) for n in n_words_list]
+
+
+# content lengths 1..35 (C(T, l) <= 10 for T <= 5: exact enumeration) and two texts longer
+# than the tiny models' 40 positions (truncated)
+LENGTHS = [1, 2, 3, 4, 5, 7, 8, 13, 20, 35, 60, 90]
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models run fastest on one thread, and a busy 2-core machine makes 2 threads crawl."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return pd.DataFrame({"sample_id": [f"note-{i}" for i in range(len(LENGTHS))], "text": _texts(LENGTHS)})
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_bert_dir):
+    return load_mlm(tiny_bert_dir, "cpu")
+
+
+@pytest.fixture(scope="module")
+def bert_b(tiny_bert_dir_b):
+    return load_mlm(tiny_bert_dir_b, "cpu")
+
+
+def _assert_same(fast: pd.DataFrame, ref: pd.DataFrame, atol=ATOL):
+    assert list(fast.columns) == DOCUMENTED_COLUMNS
+    for col in ["sample_id", "model", "energy_kind", "n_tokens", "n_masked", "k", "seed"]:
+        assert fast[col].tolist() == ref[col].tolist(), col
+    np.testing.assert_allclose(fast["energy"].to_numpy(), ref["energy"].to_numpy(), rtol=0, atol=atol)
+    for a, b in zip(fast["per_pattern"], ref["per_pattern"]):
+        assert len(a) == len(b)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=atol)
+
+
+def _split(df, n):
+    """n contiguous shards, like the workflow's shard step."""
+    bounds = np.linspace(0, len(df), n + 1).astype(int)
+    return [df.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _hand_ids(words):
+    """Token ids built from the vocabulary list itself, not from the tokenizer."""
+    vocab = tiny_vocab()
+    return [vocab.index("[CLS]")] + [vocab.index(w) for w in words] + [vocab.index("[SEP]")]
+
+
+def _hand_pattern_ce(model, ids, positions):
+    """Cross-entropy of the original tokens at `positions` (sequence indices) when all are masked."""
+    mask_id = tiny_vocab().index("[MASK]")
+    x = torch.tensor([ids])
+    x[0, positions] = mask_id
+    with torch.no_grad():
+        logp = torch.log_softmax(model(x).logits[0].double(), dim=-1)
+    return [-float(logp[p, ids[p]]) for p in positions]
+
+
+# --------------------------------------------------------------------------- masks
+
+
+@pytest.mark.parametrize("t, expected", [(1, 1), (3, 1), (6, 1), (7, 2), (13, 2), (14, 3), (20, 3), (21, 4), (100, 15), (510, 77)])
+def test_n_masked_is_ceil_15_percent(t, expected):
+    assert n_masked(t) == expected
+
+
+def test_mask_patterns_are_valid_distinct_and_prefix_stable():
+    pats = mask_patterns(7, "note-1", 30, 12)
+    assert pats.shape == (12, 5)
+    assert all(list(r) == sorted(set(r)) for r in pats.tolist())
+    assert pats.min() >= 0 and pats.max() < 30
+    assert len({tuple(r) for r in pats.tolist()}) == 12
+    # pattern j does not depend on K
+    np.testing.assert_array_equal(mask_patterns(7, "note-1", 30, 5), pats[:5])
+    # deterministic, and a function of seed and sample id
+    np.testing.assert_array_equal(mask_patterns(7, "note-1", 30, 12), pats)
+    assert not np.array_equal(mask_patterns(8, "note-1", 30, 12), pats)
+    assert not np.array_equal(mask_patterns(7, "note-2", 30, 12), pats)
+
+
+def test_exact_enumeration_when_k_covers_all_patterns():
+    np.testing.assert_array_equal(mask_patterns(0, "x", 4, 10), [[0], [1], [2], [3]])
+    # T = 7: l = 2, C(7, 2) = 21 patterns, all in lexicographic order
+    pats = mask_patterns(0, "x", 7, 21).tolist()
+    expected = [[a, b] for a in range(7) for b in range(a + 1, 7)]
+    assert pats == expected
+    assert mask_patterns(0, "x", 7, 50).tolist() == expected
+    # one short of all: 20 distinct sampled patterns
+    sampled = mask_patterns(0, "x", 7, 20).tolist()
+    assert len(sampled) == 20 and len({tuple(r) for r in sampled}) == 20
+
+
+def test_masks_do_not_depend_on_python_hash_seed():
+    code = "from mlmia.masks import mask_patterns, sample_key; print(sample_key('abc'), mask_patterns(3, 'abc', 25, 4).tolist())"
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed, "PATH": ""}
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert outs == {f"{sample_key('abc')} {mask_patterns(3, 'abc', 25, 4).tolist()}\n"}
+
+
+# --------------------------------------------------------------------------- fast path vs oracle
+
+
+@pytest.mark.parametrize("energy", ["masked", "normalized"])
+@pytest.mark.parametrize("batch_size", [None, 1, 7, 1000])
+def test_fast_path_equals_oracle(bert, samples, energy, batch_size):
+    model, tok = bert
+    ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3, model_name="m")
+    fast = score_samples(model, tok, samples, energy=energy, k=10, seed=3, batch_size=batch_size, model_name="m")
+    _assert_same(fast, ref)
+    assert fast["n_tokens"].tolist()[:-2] == [min(n, TINY_MAX_LEN - 2) for n in LENGTHS][:-2]
+    assert fast["n_tokens"].tolist()[-2:] == [TINY_MAX_LEN - 2] * 2  # truncated
+    if energy == "masked":
+        combos = [min(10, int(np.prod(range(t - n_masked(t) + 1, t + 1)) // np.prod(range(1, n_masked(t) + 1)))) for t in fast["n_tokens"]]
+        assert fast["k"].tolist() == combos
+        assert fast["k"].tolist()[:5] == [1, 2, 3, 4, 5]  # exact enumeration, l = 1
+    else:
+        assert fast["k"].tolist() == fast["n_tokens"].tolist()
+        assert set(fast["n_masked"]) == {1}
+
+
+def test_small_token_budget_many_batches(bert, samples):
+    model, tok = bert
+    ref = score_samples_oracle(model, tok, samples, k=6, seed=1)
+    _assert_same(score_samples(model, tok, samples, k=6, seed=1, token_budget=50), ref)
+
+
+@pytest.mark.parametrize("fixture, split", [("tiny_roberta", True), ("tiny_distilbert", False)])
+def test_other_architectures(request, samples, fixture, split):
+    model, tok = request.getfixturevalue(fixture)
+    assert (mlm_parts(model) is not None) == split  # lm_head split for RoBERTa, full logits otherwise
+    for energy in ("masked", "normalized"):
+        ref = score_samples_oracle(model, tok, samples, energy=energy, k=5, seed=0)
+        _assert_same(score_samples(model, tok, samples, energy=energy, k=5, seed=0, batch_size=9), ref)
+
+
+def test_shards_give_the_same_results(bert, samples):
+    model, tok = bert
+    whole = score_samples(model, tok, samples, k=10, seed=5, model_name="m")
+    shards = [score_samples(model, tok, part, k=10, seed=5, model_name="m") for part in _split(samples, 3)]
+    _assert_same(pd.concat(shards, ignore_index=True), whole)  # fp32 rounding of other batch shapes
+
+
+def test_input_order_is_kept_and_irrelevant(bert, samples):
+    model, tok = bert
+    shuffled = samples.sample(frac=1.0, random_state=4).reset_index(drop=True)
+    out = score_samples(model, tok, shuffled, k=10, seed=5)
+    assert out["sample_id"].tolist() == shuffled["sample_id"].tolist()
+    base = score_samples(model, tok, samples, k=10, seed=5).set_index("sample_id").loc[shuffled["sample_id"]].reset_index()
+    _assert_same(out, base)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("energy", ["masked", "normalized"])
+def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
+    model, tok = load_mlm(tiny_bert_dir, "cpu")
+    ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3)
+    fast = score_samples(model, tok, samples, energy=energy, k=10, seed=3, device="cuda")
+    assert fast["k"].tolist() == ref["k"].tolist()
+    np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=0.02, atol=0.05)  # bf16 autocast
+
+
+# --------------------------------------------------------------------------- hand computations
+
+
+@pytest.mark.parametrize("energy", ["masked", "normalized"])
+def test_three_token_sample_by_hand(bert, energy):
+    model, tok = bert
+    words = ["chest", "pain", "daily"]
+    ids = _hand_ids(words)
+    assert tok(" ".join(words))["input_ids"] == ids
+    by_hand = [_hand_pattern_ce(model, ids, [p])[0] for p in (1, 2, 3)]  # l = 1, C(3, 1) = 3 patterns
+    df = pd.DataFrame({"sample_id": ["s"], "text": [" ".join(words)]})
+    for out in (score_samples(model, tok, df, energy=energy, k=10), score_samples_oracle(model, tok, df, energy=energy, k=10)):
+        row = out.iloc[0]
+        assert (row.n_tokens, row.n_masked, row.k) == (3, 1, 3)
+        np.testing.assert_allclose(row.per_pattern, by_hand, atol=ATOL)
+        assert abs(row.energy - np.mean(by_hand)) < ATOL
+
+
+def test_sampled_patterns_and_sum_reduction_by_hand(bert):
+    model, tok = bert
+    words = ["patient", "admitted", "with", "chest", "pain", "and", "fever", "no", "cough", "daily"]
+    ids = _hand_ids(words)
+    df = pd.DataFrame({"sample_id": ["abc-7"], "text": [" ".join(words)]})
+    pats = mask_patterns(11, "abc-7", 10, 4)  # l = 2, C(10, 2) = 45 > 4: sampled
+    assert pats.shape == (4, 2)
+    ces = [_hand_pattern_ce(model, ids, [int(p) + 1 for p in pat]) for pat in pats]  # +1: after [CLS]
+    mean_out = score_samples(model, tok, df, k=4, seed=11, reduction="mean").iloc[0]
+    sum_out = score_samples(model, tok, df, k=4, seed=11, reduction="sum").iloc[0]
+    np.testing.assert_allclose(mean_out.per_pattern, [np.mean(c) for c in ces], atol=ATOL)
+    np.testing.assert_allclose(sum_out.per_pattern, [np.sum(c) for c in ces], atol=ATOL)
+    assert abs(sum_out.energy - 2 * mean_out.energy) < ATOL  # sum = l * mean, l = 2
+    assert abs(mean_out.energy - np.mean([np.mean(c) for c in ces])) < ATOL
+
+
+def test_sum_reduction_is_l_times_mean(bert, samples):
+    model, tok = bert
+    mean = score_samples(model, tok, samples, k=10, seed=2, reduction="mean")
+    total = score_samples(model, tok, samples, k=10, seed=2, reduction="sum")
+    np.testing.assert_allclose(total.energy, mean.energy * mean.n_masked, atol=1e-4)
+    assert (mean.n_masked > 1).any()
+
+
+# --------------------------------------------------------------------------- common random numbers
+
+
+def test_masks_identical_across_models_batches_and_shards(monkeypatch, bert, bert_b, samples):
+    seen: dict[str, list] = {}
+
+    def recording(seed, sample_id, n_tokens, k):
+        out = mask_patterns(seed, sample_id, n_tokens, k)
+        seen.setdefault(sample_id, []).append(out.tolist())
+        return out
+
+    monkeypatch.setattr(scoring, "mask_patterns", recording)
+    score_samples(*bert, samples, k=10, seed=9, batch_size=3)
+    for part in _split(samples.iloc[::-1], 2):
+        score_samples(*bert_b, part, k=10, seed=9)
+    assert set(seen) == set(samples["sample_id"])
+    for sid, calls in seen.items():
+        assert len(calls) == 2 and calls[0] == calls[1], sid
+
+
+def test_fewer_patterns_are_a_prefix(bert, samples):
+    model, tok = bert
+    k10 = score_samples(model, tok, samples, k=10, seed=4)
+    k5 = score_samples(model, tok, samples, k=5, seed=4)
+    for a, b in zip(k5["per_pattern"], k10["per_pattern"]):
+        np.testing.assert_allclose(a, b[: len(a)], rtol=0, atol=ATOL)
+
+
+# --------------------------------------------------------------------------- inputs and errors
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_truncation_is_logged_with_a_count_and_no_text(bert):
+    model, tok = bert
+    texts = _texts([5, 80, 100], seed=8)
+    df = pd.DataFrame({"sample_id": ["a", "b", "c"], "text": texts})
+    handler = _ListHandler()
+    logger = logging.getLogger("mlmia.scoring")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        out = score_samples(model, tok, df, k=3, batch_size=2, progress_seconds=0)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    warnings = [r.getMessage() for r in handler.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("2 of 3 samples")
+    assert out["n_tokens"].tolist() == [5, TINY_MAX_LEN - 2, TINY_MAX_LEN - 2]
+    progress = [r.getMessage() for r in handler.records if re.match(r"scored \d+/3 samples, [\d.]+ samples/s on cpu", r.getMessage())]
+    assert progress and progress[-1].startswith("scored 2/3")
+    logged = " ".join(r.getMessage() for r in handler.records)
+    assert not any(t[:20] in logged for t in texts)
+
+
+def test_text_without_tokens_names_the_sample(bert):
+    df = pd.DataFrame({"sample_id": ["ok", "blank-3"], "text": ["chest pain", "   "]})
+    with pytest.raises(UserError, match="blank-3"):
+        score_samples(*bert, df)
+
+
+def test_bad_parameters_are_user_errors(bert, samples):
+    with pytest.raises(UserError, match="energy"):
+        score_samples(*bert, samples, energy="bogus")
+    with pytest.raises(UserError, match=">= 1"):
+        score_samples(*bert, samples, k=0)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _write_samples(path, df):
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    elif path.suffix == ".jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        df.to_parquet(path, index=False)
+
+
+@pytest.mark.parametrize("suffix, energy", [(".csv", "masked"), (".jsonl", "normalized"), (".parquet", "masked")])
+def test_cli_score_end_to_end(tmp_path, tiny_bert_dir, bert, samples, suffix, energy):
+    src = tmp_path / f"samples{suffix}"
+    _write_samples(src, samples)
+    out = tmp_path / "out" / "scores.parquet"
+    rc = main(["score", "--model", str(tiny_bert_dir), "--samples", str(src), "--out", str(out),
+               "--energy", energy, "--masks", "4", "--seed", "2", "--model-name", "target"])  # fmt: skip
+    assert rc == 0
+    got = pd.read_parquet(out)
+    assert list(got.columns) == DOCUMENTED_COLUMNS == OUTPUT_COLUMNS
+    assert got["sample_id"].tolist() == samples["sample_id"].tolist()
+    assert set(got["model"]) == {"target"} and set(got["energy_kind"]) == {energy} and set(got["seed"]) == {2}
+    assert got["energy"].dtype == np.float64
+    for col in ("n_tokens", "n_masked", "k", "seed"):
+        assert pd.api.types.is_integer_dtype(got[col]), col
+    assert (got["per_pattern"].map(len) == got["k"]).all()
+    ref = score_samples_oracle(*bert, samples, energy=energy, k=4, seed=2, model_name="target")
+    _assert_same(got, ref)
+    assert not [p for p in out.parent.iterdir() if p.name != "scores.parquet"]  # no temp files left
+
+
+def test_cli_unknown_model_path_fails_in_one_line(tmp_path, capsys, samples):
+    src = tmp_path / "s.csv"
+    _write_samples(src, samples)
+    out = tmp_path / "scores.parquet"
+    missing = tmp_path / "models" / "no_such_model"
+    rc = main(["score", "--model", str(missing), "--samples", str(src), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0
+    assert len(err) == 1 and str(missing) in err[0]
+    assert not out.exists() and list(tmp_path.iterdir()) == [src]
+
+
+def test_cli_refuses_an_encoder_without_mlm_head(tmp_path, capsys, tiny_bert_dir, samples):
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    enc = tmp_path / "encoder_only"
+    BertModel(BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(enc)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(enc)
+    src = tmp_path / "s.csv"
+    _write_samples(src, samples)
+    capsys.readouterr()  # drop the progress bars of saving
+    out = tmp_path / "scores.parquet"
+    rc = main(["score", "--model", str(enc), "--samples", str(src), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(err) == 1 and str(enc) in err[0] and "head" in err[0]
+    assert not out.exists()
+
+
+def test_cli_default_model_label_is_the_directory_name(tmp_path, tiny_bert_dir, samples):
+    src = tmp_path / "s.jsonl"
+    _write_samples(src, samples.head(3))
+    out = tmp_path / "scores.parquet"
+    assert main(["score", "--model", str(tiny_bert_dir) + "/", "--samples", str(src), "--out", str(out), "--masks", "2"]) == 0
+    assert set(pd.read_parquet(out)["model"]) == {tiny_bert_dir.name}
+
+
+def test_cli_unknown_hub_id_fails_fast_offline(tmp_path, capsys, samples, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    src = tmp_path / "s.csv"
+    _write_samples(src, samples)
+    out = tmp_path / "scores.parquet"
+    rc = main(["score", "--model", "no-such-org/no-such-mlm", "--samples", str(src), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(err) == 1 and "no-such-org/no-such-mlm" in err[0]
+    assert not out.exists()
+
+
+def test_cli_duplicate_sample_id_fails_in_one_line(tmp_path, capsys, tiny_bert_dir):
+    src = tmp_path / "dup.csv"
+    pd.DataFrame({"sample_id": ["a", "b", "a"], "text": ["chest pain", "fever", "cough"]}).to_csv(src, index=False)
+    out = tmp_path / "scores.parquet"
+    rc = main(["score", "--model", str(tiny_bert_dir), "--samples", str(src), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(err) == 1 and "duplicate" in err[0] and "'a'" in err[0]
+    assert not out.exists()
+
+
+def test_library_rejects_duplicate_ids(bert):
+    df = pd.DataFrame({"sample_id": ["a", "a"], "text": ["chest pain", "fever"]})
+    with pytest.raises(UserError, match="duplicate"):
+        score_samples(*bert, df)
+
