@@ -2,20 +2,10 @@
 
 import matplotlib.image
 import pandas as pd
-import pytest
-
-from workflow_helpers import copy_workflow, edit_yaml, planned_jobs, run_snakemake, write_config
+from workflow_helpers import edit_yaml, planned_jobs
 
 TABLES = [f"table{n}" for n in range(2, 12)]
 FIGURES = ["fig3a", "fig3b", "fig4", "fig5"]
-
-
-@pytest.fixture(scope="module")
-def ci_run(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("embedded"))
-    write_config(workdir, "ci.yaml")
-    run_snakemake(workdir, "--configfile", "test_config.yaml")
-    return workdir
 
 
 def rules_of(jobs):

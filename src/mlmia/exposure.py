@@ -99,8 +99,8 @@ def exposure_metrics(
     train, test = train_test_split(index, test_size=test_size, random_state=seed, stratify=y)
     log.info("exposure: %d members, %.1f%% exposed; %d train / %d test", len(y), 100 * y.mean(), len(train), len(test))
     rows = []
-    for name, columns in FEATURE_SETS.items():
-        x = cls if columns == ["cls"] else features[columns].to_numpy(dtype=float)
+    for name, feature_columns in FEATURE_SETS.items():
+        x = cls if feature_columns == ["cls"] else features[feature_columns].to_numpy(dtype=float)
         model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, class_weight="balanced"))
         model.fit(x[train], y[train])
         for split, idx in (("train", train), ("test", test)):

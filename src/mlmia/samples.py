@@ -17,9 +17,14 @@ MANIFEST_COLUMNS = ["sample_id", "group_id", "text", "role", "source", "length",
 log = get_logger("samples")
 
 
+def count_for(n: int | dict, length: str) -> int:
+    """A count is one number for every length bucket, or a mapping {short: n, long: m}."""
+    return int(n.get(length, 0)) if isinstance(n, dict) else int(n)
+
+
 def sample_count(counts: dict, lengths: list[str]) -> int:
-    """How many samples a selection holds: counts are per length bucket."""
-    return sum(int(n) for by_source in counts.values() for n in by_source.values()) * len(lengths)
+    """How many samples a selection holds."""
+    return sum(count_for(n, length) for by_source in counts.values() for n in by_source.values() for length in lengths)
 
 
 def content_tokens(tokenizer, texts) -> np.ndarray:
@@ -36,13 +41,14 @@ def select_samples(world: pd.DataFrame, tokenizer, counts: dict, lengths: list[s
     for role, by_source in counts.items():
         for source, n in by_source.items():
             for length in lengths:
+                wanted = count_for(n, length)
                 pool = plain[(plain["role"] == role) & (plain["source"] == source) & (plain["length"] == length)]
-                if len(pool) < int(n):
+                if len(pool) < wanted:
                     raise UserError(
-                        f"config key samples.counts.{role}.{source}: {n} {length} samples asked for, "
+                        f"config key samples.counts.{role}.{source}: {wanted} {length} samples asked for, "
                         f"the world has {len(pool)} (raise the corpus' patient counts or lower this)"
                     )
-                parts.append(pool.iloc[np.sort(rng.choice(len(pool), int(n), replace=False))])
+                parts.append(pool.iloc[np.sort(rng.choice(len(pool), wanted, replace=False))])
     selected = pd.concat(parts, ignore_index=True)
     log.info("selected %d samples: %s", len(selected), selected.groupby(["role", "source", "length"]).size().to_dict())
     return selected[MANIFEST_COLUMNS]

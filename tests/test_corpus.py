@@ -1,0 +1,129 @@
+"""The embedded default world: determinism, roles, membership by construction."""
+
+import pandas as pd
+import pytest
+
+from mlmia.corpus import build_world, corpus_settings, length_bucket, write_world
+from mlmia.errors import UserError
+
+TINY = {
+    "seed": 0,
+    "sentences_per_patient": 6,
+    "mimic": {"member_patients": 8, "heldin_patients": 3, "nonmember_patients": 6},
+    "i2b2": {"nonmember_patients": 5, "population_patients": 4, "shift": 0.3},
+    "domain": {"patients": 5, "abstract_sentences": 20, "note_share": 0.35},
+    "general": {"sentences": 60},
+}
+
+
+@pytest.fixture(scope="module")
+def world():
+    return build_world(TINY)
+
+
+def test_deterministic_for_a_seed_and_different_across_seeds(world):
+    again = build_world(TINY)
+    for key in world:
+        pd.testing.assert_frame_equal(world[key], again[key])
+    other = build_world({**TINY, "seed": 1})
+    assert set(other["samples"]["text"]) != set(world["samples"]["text"])
+    assert set(other["target"]["text"]) != set(world["target"]["text"])
+
+
+def test_tables_have_the_documented_columns(world):
+    s = world["samples"]
+    for col in ["sample_id", "group_id", "text", "source", "role", "variant", "name"]:
+        assert col in s.columns
+    assert s["sample_id"].is_unique
+    assert set(s["role"]) == {"member", "member_heldin", "nonmember", "population"}
+    assert set(s["source"]) == {"mimic", "i2b2"}
+    assert set(s["variant"]) == {"plain", "named"}
+    for key in ["target", "target_named", "domain", "general"]:
+        assert list(world[key].columns) == ["sample_id", "group_id", "text"]
+        assert len(world[key]) > 0
+
+
+def test_a_patient_never_straddles_roles(world):
+    s = world["samples"]
+    assert (s.groupby("group_id")["role"].nunique() == 1).all()
+    assert (s.groupby("group_id")["source"].nunique() == 1).all()
+    members = set(s.loc[s["role"] == "member", "group_id"])
+    heldin = set(s.loc[s["role"] == "member_heldin", "group_id"])
+    assert members and heldin and not members & heldin
+    assert (s.loc[s["role"] == "population", "source"] == "i2b2").all()
+    assert set(s.loc[s["role"] == "nonmember", "source"]) == {"mimic", "i2b2"}
+
+
+def test_members_are_trained_and_non_members_are_not(world):
+    s = world["samples"]
+    plain = s[s["variant"] == "plain"]
+    target = set(world["target"]["text"])
+    named = set(world["target_named"]["text"])
+    refs = set(world["domain"]["text"]) | set(world["general"]["text"])
+    trained = plain["role"].isin(["member", "member_heldin"])
+    assert plain.loc[trained, "text"].isin(target).all()
+    held_out = plain.loc[~trained, "text"]
+    assert len(held_out) > 0
+    assert not held_out.isin(target | named | refs).any()
+    # the targets train on every sentence of the member patients and on no other patient
+    train_groups = set(world["target"]["group_id"])
+    assert train_groups == set(plain.loc[trained, "group_id"])
+    # scored samples are unique in the world, so no duplicate line blurs membership
+    assert plain["text"].is_unique
+
+
+def test_base_b_lines_carry_the_name_and_so_do_its_member_samples(world):
+    s = world["samples"]
+    tn = world["target_named"].merge(world["target"], on=["sample_id", "group_id"], suffixes=("_named", ""))
+    names = s.drop_duplicates("group_id").set_index("group_id")["name"]
+    assert len(tn) == len(world["target"])
+    for _, row in tn.iterrows():
+        assert row["text_named"] == f"{names[row['group_id']]} {row['text']}"
+    named = s[s["variant"] == "named"]
+    assert set(named["role"]) == {"member", "member_heldin"}
+    assert named["text"].isin(set(world["target_named"]["text"])).all()
+    for _, row in named.iterrows():
+        assert row["text"].startswith(row["name"] + " ")
+    plain_ids = set(s.loc[(s["variant"] == "plain") & s["role"].isin(["member", "member_heldin"]), "sample_id"])
+    assert {sid[: -len("-named")] for sid in named["sample_id"]} == plain_ids
+    # non-members carry no name prefix
+    non = s[s["role"].isin(["nonmember", "population"])]
+    assert not any(t.startswith(n + " ") for t, n in zip(non["text"], non["name"]))
+
+
+def test_sentences_vary_in_length_and_kind(world):
+    s = world["samples"]
+    plain = s[s["variant"] == "plain"]
+    words = plain["text"].str.split().str.len()
+    assert words.min() < 8 and words.max() > 25
+    assert plain["kind"].nunique() >= 8
+
+
+def test_length_bucket():
+    assert length_bucket(9) is None
+    assert length_bucket(10) == "short"
+    assert length_bucket(19) == "short"
+    assert length_bucket(20) == "long"
+    assert length_bucket(60) == "long"
+    assert length_bucket(61) is None
+
+
+def test_settings_are_validated():
+    assert corpus_settings({})["mimic"]["member_patients"] > 0
+    with pytest.raises(UserError, match="unknown"):
+        corpus_settings({"mimic": {"members": 3}})
+    with pytest.raises(UserError, match="unknown"):
+        corpus_settings({"colour": 1})
+    with pytest.raises(UserError, match="non-negative integer"):
+        corpus_settings({"mimic": {"member_patients": -1}})
+    with pytest.raises(UserError, match="between 0 and 1"):
+        corpus_settings({"i2b2": {"shift": 2}})
+
+
+def test_write_world(tmp_path):
+    outs = {k: str(tmp_path / f"{k}.parquet") for k in ["samples", "target"]}
+    world = write_world(TINY, outs)
+    back = pd.read_parquet(outs["samples"])
+    pd.testing.assert_frame_equal(back, world["samples"])
+    with pytest.raises(UserError):
+        write_world(TINY, {"nope": str(tmp_path / "x.parquet")})

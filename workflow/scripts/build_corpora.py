@@ -1,0 +1,10 @@
+from mlmia.corpus import write_world
+from mlmia.runner import run_step
+
+
+def main(snakemake):
+    # outputs by name: samples, target, target_named, domain, general (Parquet)
+    write_world(dict(snakemake.params.corpus), dict(snakemake.output.items()))
+
+
+run_step(snakemake, main)

@@ -1,0 +1,19 @@
+from mlmia.runner import run_step
+from mlmia.train import train_from_table
+
+
+def main(snakemake):
+    inputs, params = snakemake.input, snakemake.params
+    train_from_table(
+        inputs.text,
+        inputs.tokenizer,
+        snakemake.output[0],
+        config=dict(params.model),
+        init_dir=inputs.get("init", None) or None,
+        threads=snakemake.threads,
+        device=params.device or "auto",
+        name=params.name,
+    )
+
+
+run_step(snakemake, main)
