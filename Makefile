@@ -8,11 +8,13 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 CORES ?= 2
 SNAKEMAKE_ARGS ?=
-PYTEST_ARGS ?=
+# The default run's findings test (marked slow, ~20 min) and the SLURM test are left out of
+# the default `make test`; `make test-all` runs everything.
+PYTEST_ARGS ?= -m "not slow and not slurm"
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint format clean
+.PHONY: run test test-all install lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +32,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

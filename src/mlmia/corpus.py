@@ -69,8 +69,8 @@ CORPUS_DEFAULTS: dict = {
     "sentences_per_patient": 4,
     "mimic": {"member_patients": 220, "heldin_patients": 60, "nonmember_patients": 130},
     "i2b2": {"nonmember_patients": 130, "population_patients": 70, "shift": 0.15},
-    "domain": {"patients": 260, "abstract_sentences": 300, "note_share": 0.8},
-    "general": {"sentences": 900},
+    "domain": {"patients": 260, "abstract_sentences": 300, "note_share": 0.7},
+    "general": {"sentences": 1200},
 }
 
 

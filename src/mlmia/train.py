@@ -82,6 +82,12 @@ def train_tokenizer(texts: Iterable[str], out_dir: str | os.PathLike, vocab_size
                                         special_tokens=SPECIAL_TOKENS, continuing_subword_prefix="##",
                                         show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    # the trainer's token set is reproducible but its ids are not (hash-map order): renumber
+    # canonically (special tokens, then the rest sorted) so the same texts give the same tokenizer
+    learned = tok.get_vocab()
+    rest = sorted(t for t in learned if t not in SPECIAL_TOKENS)
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + rest)}
+    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
@@ -157,7 +163,7 @@ def masked_lm_loss(model, input_ids, attention_mask, labels, reduction: str = "m
 def model_settings(config: dict | None) -> dict:
     """The model config with defaults filled in; unknown keys are an error."""
     config = dict(config or {})
-    extra = {"init", "reference", "corpus", "text", "description", "threads"}
+    extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}
     unknown = [k for k in config if k not in MODEL_DEFAULTS and k not in extra]
     if unknown:
         raise UserError(f"model config: unknown key(s) {', '.join(sorted(unknown))} "
