@@ -119,9 +119,6 @@ def tiny_distilbert(tmp_path_factory):
 @pytest.fixture(scope="session")
 def ci_run(tmp_path_factory):
     """The embedded world's whole DAG on config/ci.yaml, run once per session in a temp copy."""
-    from workflow_helpers import copy_workflow, run_snakemake, write_config
+    from workflow_helpers import run_config
 
-    workdir = copy_workflow(tmp_path_factory.mktemp("embedded"))
-    write_config(workdir, "ci.yaml")
-    run_snakemake(workdir, "--configfile", "test_config.yaml")
-    return workdir
+    return run_config(tmp_path_factory.mktemp("embedded"), "ci.yaml")

@@ -10,17 +10,14 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from workflow_helpers import copy_workflow, run_snakemake, write_config
+from workflow_helpers import run_config
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("default"))
-    write_config(workdir, "config.yaml")
-    run_snakemake(workdir, "--configfile", "test_config.yaml")
-    return workdir
+    return run_config(tmp_path_factory.mktemp("default"), "config.yaml")
 
 
 def lr_auc(workdir, experiment, column="stat"):

@@ -76,3 +76,11 @@ def edit_yaml(path: Path, **changes) -> None:
             node = node[key]
         node[last] = new
     path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def run_config(workdir: Path, base: str) -> Path:
+    """The whole workflow on config/<base> in a fresh copy of the repository at `workdir`."""
+    copy_workflow(workdir)
+    write_config(workdir, base)
+    run_snakemake(workdir, "--configfile", "test_config.yaml")
+    return workdir

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from mlmia.errors import UserError
-from mlmia.metrics import ROLES
+from mlmia.roles import ROLES
 
 ATTACK_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens", "target", "reference", "stat"]
 

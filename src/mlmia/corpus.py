@@ -45,7 +45,7 @@ from mlmia.logs import get_logger
 
 log = get_logger("corpus")
 
-ROLES = ("member", "member_heldin", "nonmember", "population")
+from mlmia.roles import ROLES  # noqa: E402,F401
 SOURCES = ("mimic", "i2b2")
 
 #: length buckets in content tokens (word pieces without [CLS]/[SEP])

@@ -16,7 +16,7 @@ import pandas as pd
 
 from mlmia.errors import UserError
 from mlmia.io import read_table
-from mlmia.metrics import ROLES
+from mlmia.roles import ROLES
 
 SCORE_COLUMNS = ["sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed"]
 MANIFEST_COLUMNS = ["sample_id", "group_id", "role", "source", "length"]

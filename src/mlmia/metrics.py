@@ -31,7 +31,7 @@ from sklearn.metrics import precision_score, recall_score, roc_auc_score, roc_cu
 from mlmia.errors import UserError
 from mlmia.logs import get_logger
 
-ROLES = ("member", "member_heldin", "nonmember", "population")
+from mlmia.roles import ROLES  # noqa: E402,F401  (re-exported)
 PROTOCOLS = ("published", "corrected")
 LEVELS = ("sample", "patient")
 # (metric, method) pairs every metrics table carries; tpr_at_fpr repeats per FPR.
