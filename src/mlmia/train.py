@@ -1,7 +1,10 @@
 """Training: one shared WordPiece tokenizer and BERT masked language models from scratch.
 
 - `train_tokenizer`: a WordPiece vocabulary (BERT uncased normalisation) trained on the union
-  of the training corpora, saved as a `transformers` BertTokenizerFast directory.
+  of the training corpora, saved as a `transformers` BertTokenizerFast directory. The vocabulary
+  is learnt by `wordpiece_vocab`: the `tokenizers` trainer's recipe with its ties broken by an
+  order fixed by the data, so the same in every process (the trainer's is not:
+  huggingface/tokenizers#1794).
 - `train_mlm`: a BertForMaskedLM trained with the standard 15% masking (80% [MASK], 10% random,
   10% kept), the LM head evaluated only at the masked positions (encoder -> gather the masked
   hidden states -> `model.cls`), AdamW with linear warm-up and decay, seeded. Optionally starts
@@ -25,7 +28,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -64,30 +67,141 @@ MODEL_DEFAULTS: dict = {
 # tokenizer
 
 
+def word_counts(texts: Iterable[str]) -> dict[str, int]:
+    """How often each word occurs in `texts` after BERT-uncased normalisation and
+    pre-tokenization (whitespace and punctuation splits), as the WordPiece model sees them."""
+    from tokenizers import pre_tokenizers
+
+    normalizer, pre_tokenizer = _bert_normalizer(), pre_tokenizers.BertPreTokenizer()
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(str(text))):
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def _bert_normalizer():
+    from tokenizers import normalizers
+
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                      lowercase=True)
+
+
+def wordpiece_vocab(counts: Mapping[str, int], vocab_size: int = 3000, min_frequency: int = 2,
+                    special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS), prefix: str = "##") -> list[str]:
+    """A WordPiece vocabulary learnt from word counts, the same in every process.
+
+    The recipe of the `tokenizers` WordPiece trainer (BPE merges on the words, continuation
+    pieces marked with `prefix`), with its ties broken the same way in every process: the
+    trainer breaks a tie by the tokens' ids, and numbers the continuation characters in
+    hash-map order, so its vocabulary differs from run to run (huggingface/tokenizers#1794).
+    Here every token's rank is fixed by the data alone:
+
+    1. the special tokens; every character of the corpus, in code-point order; `prefix` +
+       each character that occurs inside a word, in code-point order (all kept, even beyond
+       `vocab_size`);
+    2. each word is split into its characters (`w`, `##o`, `##r`, `##d`); repeatedly the
+       adjacent pair with the most occurrences (word counts summed) is merged into one token
+       in every word (left to right), and the merged token (`w` + `##o` -> `wo`,
+       `##o` + `##r` -> `##or`) joins the vocabulary with the next rank. Ties: the pair whose
+       left token has the lower rank, then its right token (the trainer's rule: older,
+       shorter pieces first);
+    3. until the vocabulary has `vocab_size` tokens or no pair occurs `min_frequency` times.
+
+    Returns the tokens by rank (the order they were added)."""
+    import heapq
+
+    vocab: list[str] = []
+    rank: dict[str, int] = {}
+
+    def add(token: str) -> int:
+        if token not in rank:
+            rank[token] = len(vocab)
+            vocab.append(token)
+        return rank[token]
+
+    for token in special_tokens:
+        add(token)
+    words = sorted(w for w, c in counts.items() if w and c > 0)
+    freqs = [int(counts[w]) for w in words]
+    for ch in sorted({ch for w in words for ch in w}):
+        add(ch)
+    for ch in sorted({ch for w in words for ch in w[1:]}):
+        add(prefix + ch)
+    symbols = [[rank[w[0]]] + [rank[prefix + ch] for ch in w[1:]] for w in words]
+
+    # pair of ranks -> summed count, and -> the words that hold it (maybe no longer)
+    pair_count: dict[tuple[int, int], int] = {}
+    where: dict[tuple[int, int], set[int]] = {}
+    for i, (syms, f) in enumerate(zip(symbols, freqs)):
+        for pair in zip(syms, syms[1:]):
+            pair_count[pair] = pair_count.get(pair, 0) + f
+            where.setdefault(pair, set()).add(i)
+    # max-heap on the count, then min on (left, right) ranks; a pair's entry is stale once its
+    # count changed (the new count got its own entry)
+    heap = [(-c, a, b) for (a, b), c in pair_count.items()]
+    heapq.heapify(heap)
+    cut = len(prefix)
+    while len(vocab) < vocab_size and heap:
+        neg, a, b = heapq.heappop(heap)
+        count = pair_count.get((a, b), 0)
+        if count != -neg:
+            continue
+        if count < min_frequency:
+            break
+        right = vocab[b]
+        new = add(vocab[a] + (right[cut:] if right.startswith(prefix) else right))
+        changed: set[tuple[int, int]] = set()
+        for i in where.pop((a, b)):
+            syms, f = symbols[i], freqs[i]
+            merged, j = [], 0
+            while j < len(syms):
+                if j + 1 < len(syms) and syms[j] == a and syms[j + 1] == b:
+                    merged.append(new)
+                    j += 2
+                else:
+                    merged.append(syms[j])
+                    j += 1
+            if len(merged) == len(syms):
+                continue
+            for pair in zip(syms, syms[1:]):
+                pair_count[pair] -= f
+                changed.add(pair)
+            for pair in zip(merged, merged[1:]):
+                pair_count[pair] = pair_count.get(pair, 0) + f
+                where.setdefault(pair, set()).add(i)
+                changed.add(pair)
+            symbols[i] = merged
+        for pair in changed:
+            c = pair_count[pair]
+            if c > 0:
+                heapq.heappush(heap, (-c, *pair))
+            else:
+                del pair_count[pair]
+                where.pop(pair, None)
+    return vocab
+
+
 def train_tokenizer(texts: Iterable[str], out_dir: str | os.PathLike, vocab_size: int = 3000,
                     min_frequency: int = 2, model_max_length: int = 128):
-    """Train a BERT-uncased WordPiece tokenizer on `texts`; save it as a BertTokenizerFast dir."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """Train a BERT-uncased WordPiece tokenizer on `texts`; save it as a BertTokenizerFast dir.
+
+    The vocabulary comes from `wordpiece_vocab` (deterministic: the same texts and settings
+    give byte-identical files in every process); ids are canonical: the special tokens, then
+    the other tokens sorted."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import BertTokenizerFast
 
     texts = [str(t) for t in texts]
     if not texts:
         raise UserError("train_tokenizer: no training text")
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                strip_accents=None, lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    trainer = trainers.WordPieceTrainer(vocab_size=int(vocab_size), min_frequency=int(min_frequency),
-                                        special_tokens=SPECIAL_TOKENS, continuing_subword_prefix="##",
-                                        show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
-    # the trainer's token set is reproducible but its ids are not (hash-map order): renumber
-    # canonically (special tokens, then the rest sorted) so the same texts give the same tokenizer
-    learned = tok.get_vocab()
+    learned = wordpiece_vocab(word_counts(texts), vocab_size=int(vocab_size), min_frequency=int(min_frequency))
     rest = sorted(t for t in learned if t not in SPECIAL_TOKENS)
     vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + rest)}
-    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##")
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
+    tok.normalizer = _bert_normalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
