@@ -10,8 +10,10 @@ job did. docs/slurm.md describes the flags below.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -98,13 +100,20 @@ def table_differences(expected: Path, actual: Path) -> list[str]:
     return problems
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+@pytest.fixture(scope="session")
+def slurm_packages():
+    """Debian's slurm-wlm and munge, installed with apt-get when a daemon is missing; skips
+    (the reason printed, and in pytest's summary with -rs) where they cannot be. Session
+    scope so that it comes before the session's local `ci_run` (~4 min), not after."""
     try:
         ensure_installed()
     except SlurmUnavailable as exc:
         print(f"skipping the SLURM test: {exc}")
         pytest.skip(f"SLURM packages unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_packages, tmp_path_factory):
     # 4 CPUs on 2 cores: jobs spend much of their life starting up and waiting on status
     # checks; 2 fake GPUs so the 15 scoring jobs do not form one serial chain
     with SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=4, gpus=2) as running:
@@ -123,7 +132,7 @@ def slurm_run(cluster, tmp_path_factory):
 
 
 @pytest.mark.slurm
-def test_slurm_run_equals_local_run(slurm_run, ci_run):
+def test_slurm_run_equals_local_run(slurm_packages, slurm_run, ci_run):
     workdir, _ = slurm_run
     assert not (differences := table_differences(ci_run, workdir)), "\n".join(differences)
 
@@ -172,3 +181,61 @@ def test_profile_resources_dry_run(tmp_path):
             assert "runtime=" in line and "mem_mb=" in line, (rule, line)
     assert all("runtime=120" in line and "mem_mb=3000" in line for line in resources["score_shard"])
     assert all("runtime=720" in line for line in resources["train_model"])
+
+
+def test_missing_packages_are_installed_with_apt_get(monkeypatch):
+    """Without a cluster: the set-up installs slurm-wlm and munge with apt-get when a daemon
+    is missing, and says why when it cannot (the SLURM tests then skip with that reason)."""
+    import slurm_cluster
+
+    calls, state = [], {"installed": False, "returncode": 0}
+
+    def which(name, *args, **kwargs):
+        if name in slurm_cluster.DAEMONS:
+            return f"/usr/sbin/{name}" if state["installed"] else None
+        return f"/usr/bin/{name}"
+
+    def run(cmd, **kwargs):
+        calls.append(list(cmd))
+        assert kwargs["env"]["DEBIAN_FRONTEND"] == "noninteractive" and kwargs["timeout"] > 0
+        if cmd[:2] == ["apt-get", "install"] and state["returncode"] == 0:
+            state["installed"] = True
+        return subprocess.CompletedProcess(cmd, state["returncode"], "", "E: Unable to locate package slurm-wlm")
+
+    monkeypatch.setattr(slurm_cluster.shutil, "which", which)
+    monkeypatch.setattr(slurm_cluster.subprocess, "run", run)
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
+    slurm_cluster.ensure_installed()
+    assert calls == [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "slurm-wlm", "munge"]]
+    calls.clear()
+    slurm_cluster.ensure_installed()  # all there now: nothing to do
+    assert calls == []
+
+    state.update(installed=False, returncode=100)
+    with pytest.raises(SlurmUnavailable, match="apt-get update failed .100.: E: Unable to locate"):
+        slurm_cluster.ensure_installed()
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    with pytest.raises(SlurmUnavailable, match="no root apt-get"):
+        slurm_cluster.ensure_installed()
+
+
+def test_slurm_tests_skip_with_the_reason(tmp_path):
+    """Where the packages cannot be installed, the SLURM tests skip and pytest prints why."""
+    plugin = tmp_path / "no_slurm_here.py"
+    plugin.write_text(
+        "import slurm_cluster\n\n\n"
+        "def pytest_configure(config):\n"
+        "    def unavailable(timeout=600):\n"
+        "        raise slurm_cluster.SlurmUnavailable('apt-get install failed (100): no network here')\n"
+        "    slurm_cluster.ensure_installed = unavailable\n"
+    )
+    tests = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(tests)]))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no_slurm_here", "-p", "no:cacheprovider", "-m", "slurm", "-q",
+         "-rs", str(tests / "test_slurm.py")],
+        cwd=tests.parent, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2 skipped" in result.stdout, result.stdout[-3000:]  # at once: no local run first
+    assert "SKIPPED" in result.stdout and "SLURM packages unavailable: apt-get install failed (100): no network here" in result.stdout
