@@ -21,6 +21,10 @@ from mlmia.models import load_mlm, mlm_parts
 from mlmia.scoring import OUTPUT_COLUMNS, score_samples, score_samples_oracle
 
 ATOL = 1e-5
+# CUDA (bf16 autocast; fp16 where bf16 is missing) against the fp32 CPU oracle: bf16 keeps 8
+# mantissa bits (relative rounding 2^-9 per value), rounding errors accumulate over the
+# layers and the tiny models' energies are 3-6 nats, so 2% relative plus 0.05 absolute.
+GPU_RTOL, GPU_ATOL = 0.02, 0.05
 DOCUMENTED_COLUMNS = ["sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed"]
 
 
@@ -96,6 +100,23 @@ def _hand_pattern_ce(model, ids, positions):
 @pytest.mark.parametrize("t, expected", [(1, 1), (3, 1), (6, 1), (7, 2), (13, 2), (14, 3), (20, 3), (21, 4), (100, 15), (510, 77)])
 def test_n_masked_is_ceil_15_percent(t, expected):
     assert n_masked(t) == expected
+
+
+@pytest.mark.parametrize("t, expected", [(1, 1), (6, 1), (7, 1), (13, 1), (14, 2), (20, 3), (21, 3), (100, 15), (510, 76)])
+def test_floor_mask_count_as_the_authors_code(t, expected):
+    # int(0.15 * T), at least one masked token
+    assert n_masked(t, "floor") == expected
+
+
+def test_floor_masks_fewer_positions_in_the_scorer(bert, samples):
+    model, tok = bert
+    ceil = score_samples(model, tok, samples, k=4, seed=0)
+    floor = score_samples(model, tok, samples, k=4, seed=0, mask_count="floor")
+    expected = [max(1, (15 * t) // 100) for t in ceil["n_tokens"]]
+    assert floor["n_masked"].tolist() == expected
+    assert (floor["n_masked"] <= ceil["n_masked"]).all() and (floor["n_masked"] < ceil["n_masked"]).any()
+    with pytest.raises(UserError, match="mask count"):
+        score_samples(model, tok, samples, mask_count="round")
 
 
 def test_mask_patterns_are_valid_distinct_and_prefix_stable():
@@ -188,14 +209,94 @@ def test_input_order_is_kept_and_irrelevant(bert, samples):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CPU-only machine: CUDA autocast not testable)")
 @pytest.mark.parametrize("energy", ["masked", "normalized"])
 def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
     model, tok = load_mlm(tiny_bert_dir, "cpu")
     ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3)
-    fast = score_samples(model, tok, samples, energy=energy, k=10, seed=3, device="cuda")
+    fast, stats = score_samples(model, tok, samples, energy=energy, k=10, seed=3, device="cuda", return_stats=True)
     assert fast["k"].tolist() == ref["k"].tolist()
-    np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=0.02, atol=0.05)  # bf16 autocast
+    np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=GPU_RTOL, atol=GPU_ATOL)
+    assert stats.device.startswith("cuda") and stats.dtype in ("bfloat16", "float16")
+    assert stats.batch_policy.startswith("free memory") and stats.batch_size >= 1
+
+
+def test_stats_are_returned_and_logged_without_texts(bert, samples):
+    model, tok = bert
+    handler = _ListHandler()
+    logger = logging.getLogger("mlmia.scoring")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        out, stats = score_samples(model, tok, samples, k=4, seed=1, batch_size=6, return_stats=True)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert stats.n_samples == len(samples) and stats.n_sequences == int(out["k"].sum())
+    assert stats.n_scored_tokens == int((out["k"] * out["n_masked"]).sum())
+    assert stats.n_tokens == int((out["k"] * (out["n_tokens"] + 2)).sum())  # [CLS] and [SEP]
+    assert (stats.device, stats.dtype, stats.batch_size, stats.batch_policy) == ("cpu", "float32", 6, "batch size 6")
+    assert stats.n_batches == -(-stats.n_sequences // 6) and stats.oom_halvings == 0
+    assert stats.seconds > 0 and stats.tokens_per_s == pytest.approx(stats.n_tokens / stats.seconds)
+    assert set(stats.as_dict()) >= {"samples_per_s", "sequences_per_s", "tokens_per_s", "scored_tokens_per_s", "device", "dtype"}
+    final = [r.getMessage() for r in handler.records if r.getMessage().startswith(f"scored {len(samples)} samples (")]
+    assert final == [stats.summary()]
+    for part in ("sequences/s", "scored tokens/s", "device cpu", "float32", "batch size up to 6"):
+        assert part in final[0]
+    logged = " ".join(r.getMessage() for r in handler.records)
+    assert not any(t[:15] in logged for t in samples["text"])
+    _, cpu_default = score_samples(model, tok, samples.head(3), k=2, return_stats=True)
+    assert cpu_default.batch_policy == f"token budget {scoring.DEFAULT_TOKEN_BUDGET['cpu']}"
+
+
+def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
+    model, tok = bert
+    ref = score_samples(model, tok, samples, k=5, seed=2, batch_size=16)
+    real = scoring._score_batch
+    seen = []
+
+    def small_memory(inp, a, b):
+        seen.append(b - a)
+        if b - a > 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(inp, a, b)
+
+    monkeypatch.setattr(scoring, "_score_batch", small_memory)
+    out, stats = score_samples(model, tok, samples, k=5, seed=2, batch_size=16, return_stats=True)
+    _assert_same(out, ref)
+    assert seen[:3] == [16, 8, 4] and max(seen[3:]) <= 3  # halved until it fits, the smaller cap kept
+    assert stats.oom_halvings == 3 and stats.batch_size == 2  # 16 -> 8 -> 4 -> 2 rows
+
+    def no_memory(inp, a, b):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(scoring, "_score_batch", no_memory)
+    with pytest.raises(UserError, match=r"out of memory on cpu with a single sequence of \d+ tokens"):
+        score_samples(model, tok, samples.head(2), k=2, batch_size=4)
+
+
+def test_cuda_batches_from_free_memory(monkeypatch, bert):
+    """The rule `score_samples` uses on CUDA without a batch size, checked on CPU with a fake reading."""
+    model, _ = bert
+    free = 3_000_000
+    monkeypatch.setattr(scoring, "_free_memory", lambda dev: free)
+    monkeypatch.setattr(scoring, "_compute_dtype", lambda dev, precision="auto": torch.bfloat16)
+    copy_len = np.repeat([5, 12, 30, 40], [50, 300, 200, 100])
+    copy_l = np.array([max(1, -(-3 * (n - 2) // 20)) for n in copy_len])
+    rows_for, policy = scoring._batch_rule(model, torch.device("cuda"), None, None, copy_len, copy_l, False)
+    assert policy.startswith("free memory")
+    for i in (0, 60, 400, 599):
+        want = scoring.batch_size_for_memory(free, model.config, int(copy_len[i]), 2, masked_per_seq=int(copy_l[i]))
+        assert rows_for(i) == want
+    assert rows_for(0) > rows_for(599) >= 1
+    batches = scoring._batches(len(copy_len), rows_for)
+    assert batches[0][0] == 0 and batches[-1][1] == len(copy_len)
+    assert all(b - a <= rows_for(b - 1) for a, b in batches)
+    assert all(a2 == b1 for (_, b1), (a2, _) in zip(batches, batches[1:]))
+    # an explicit token budget or batch size wins over the memory reading
+    assert scoring._batch_rule(model, torch.device("cuda"), None, 100, copy_len, copy_l, False)[1] == "token budget 100"
+    assert scoring._batch_rule(model, torch.device("cuda"), 7, None, copy_len, copy_l, False)[1] == "batch size 7"
 
 
 # --------------------------------------------------------------------------- hand computations
@@ -246,8 +347,8 @@ def test_sum_reduction_is_l_times_mean(bert, samples):
 def test_masks_identical_across_models_batches_and_shards(monkeypatch, bert, bert_b, samples):
     seen: dict[str, list] = {}
 
-    def recording(seed, sample_id, n_tokens, k):
-        out = mask_patterns(seed, sample_id, n_tokens, k)
+    def recording(seed, sample_id, n_tokens, k, mask_count="ceil"):
+        out = mask_patterns(seed, sample_id, n_tokens, k, mask_count)
         seen.setdefault(sample_id, []).append(out.tolist())
         return out
 

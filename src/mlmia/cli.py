@@ -23,7 +23,16 @@ def _score(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         device=args.device,
         model_name=args.model_name,
+        tokenizer=args.tokenizer,
+        mask_count=args.mask_count,
+        precision=args.precision,
     )
+
+
+def _convert(args: argparse.Namespace) -> None:
+    from mlmia.models import convert_checkpoint
+
+    print(convert_checkpoint(args.src, args.dst, tokenizer=args.tokenizer))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--batch-size", type=int, default=None, help="masked copies per forward pass (default: chosen)")
     score.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     score.add_argument("--model-name", default=None, help="label written in the `model` column (default: the path's name)")
+    score.add_argument("--tokenizer", default=None, help="scoring tokenizer when not the model's own (directory or hub id)")
+    score.add_argument("--mask-count", choices=["ceil", "floor"], default="ceil",
+                       help="masked tokens per pattern: ceil(0.15 T) (the paper's text) or floor (the authors' code)")
+    score.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
+                       help="CUDA autocast dtype (CPU always fp32)")
     score.set_defaults(func=_score)
+
+    convert = sub.add_parser("convert", help="convert an old pytorch_pretrained_bert checkpoint to save_pretrained")
+    convert.add_argument("src", help="directory with bert_config.json, pytorch_model.bin and vocab.txt")
+    convert.add_argument("dst", help="new directory (must not exist or be empty)")
+    convert.add_argument("--tokenizer", default=None, help="tokenizer when the checkpoint ships no vocab.txt")
+    convert.set_defaults(func=_convert)
     return parser
 
 

@@ -19,17 +19,22 @@ import math
 import numpy as np
 
 MASK_FRACTION = 0.15
+#: how l is rounded: ceil(0.15 T) as the paper's text says, or floor as the authors' code did
+MASK_COUNTS = ("ceil", "floor")
 # Bounded redraws when a random pattern repeats an earlier one (only happens when
 # C(T, l) is small, just above K).
 _MAX_REDRAWS = 1000
 
 
-def n_masked(n_tokens: int) -> int:
-    """l = ceil(0.15 * T), at least 1 (computed in exact integer arithmetic)."""
+def n_masked(n_tokens: int, mask_count: str = "ceil") -> int:
+    """l = ceil(0.15 * T) (or floor with mask_count="floor"), at least 1, in exact integer arithmetic."""
     n_tokens = int(n_tokens)
     if n_tokens < 1:
         raise ValueError(f"n_tokens must be >= 1, got {n_tokens}")
-    return max(1, -(-15 * n_tokens // 100))
+    if mask_count not in MASK_COUNTS:
+        raise ValueError(f"mask_count must be one of {', '.join(MASK_COUNTS)}, got {mask_count!r}")
+    scaled = 15 * n_tokens
+    return max(1, -(-scaled // 100) if mask_count == "ceil" else scaled // 100)
 
 
 def sample_key(sample_id: str) -> int:
@@ -38,12 +43,12 @@ def sample_key(sample_id: str) -> int:
     return int.from_bytes(digest[:16], "little")
 
 
-def n_patterns(n_tokens: int, k: int) -> int:
+def n_patterns(n_tokens: int, k: int, mask_count: str = "ceil") -> int:
     """How many patterns a sample gets: min(k, C(T, l))."""
-    return min(int(k), math.comb(n_tokens, n_masked(n_tokens)))
+    return min(int(k), math.comb(n_tokens, n_masked(n_tokens, mask_count)))
 
 
-def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int) -> np.ndarray:
+def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int, mask_count: str = "ceil") -> np.ndarray:
     """Masking patterns of one sample: int64 array of shape (K_eff, l), each row sorted.
 
     If ``k >= C(T, l)`` every combination is returned once, in lexicographic order
@@ -56,7 +61,7 @@ def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int) -> np.ndarra
         raise ValueError(f"seed must be >= 0, got {seed}")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    l = n_masked(n_tokens)
+    l = n_masked(n_tokens, mask_count)
     total = math.comb(n_tokens, l)
     if k >= total:
         out = np.fromiter(

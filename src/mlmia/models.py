@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
+
 import socket
 from pathlib import Path
 from urllib.parse import urlparse
@@ -11,12 +12,11 @@ from urllib.parse import urlparse
 import torch
 
 from mlmia.errors import UserError
+from mlmia.hub import looks_like_path as _looks_like_path
 from mlmia.logs import get_logger
 
 log = get_logger("models")
 
-# "name" or "org/name", as the hub spells repository ids.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 # Known attribute names of the LM head on top of `model.base_model`.
 _HEAD_NAMES = ("cls", "lm_head", "predictions")
 # Above this, `tokenizer.model_max_length` is the "no limit" sentinel.
@@ -31,14 +31,6 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for, but no CUDA device is available")
     return dev
-
-
-def _looks_like_path(name: str) -> bool:
-    if name.startswith(("/", ".", "~")) or "\\" in name or name.endswith("/"):
-        return True
-    if os.sep in name and name.count(os.sep) > 1:
-        return True
-    return not _HUB_ID.match(name) or ".." in name or "--" in name
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -57,11 +49,11 @@ def _offline() -> bool:
     return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-def _in_hub_cache(name: str) -> bool:
+def _in_hub_cache(name: str, filenames: tuple[str, ...] = ("config.json",)) -> bool:
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+        return any(isinstance(try_to_load_from_cache(name, f), str) for f in filenames)
     except Exception:  # noqa: BLE001 - a malformed id is simply not cached
         return False
 
@@ -71,8 +63,69 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_mlm(path_or_id: str | os.PathLike, device: str | torch.device | None = "auto"):
-    """Load (model, tokenizer) with AutoModelForMaskedLM + AutoTokenizer, in eval mode on `device`.
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' warnings and progress bars inside the block (our errors say what matters)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _fetch(what: str, name: str, is_local: bool, load, cache_files: tuple[str, ...]):
+    """`load(local_files_only)`: locally first, then the hub only when it can answer.
+
+    `what` ("model" or "tokenizer") starts every error line, which names `name`.
+    """
+    try:
+        return load(True)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; all mean "cannot load"
+        if is_local or _in_hub_cache(name, cache_files):
+            detail = "cannot load as a masked language model" if what == "model" else "cannot load the tokenizer"
+            raise UserError(f"{what} {name}: {detail}: {_first_line(exc)}") from exc
+        if _offline():
+            raise UserError(f"{what} {name}: not a local directory and not in the Hugging Face cache (offline mode)") from exc
+        if not _hub_reachable():
+            raise UserError(
+                f"{what} {name}: not a local directory, not in the Hugging Face cache, and the hub is unreachable"
+            ) from exc
+        try:
+            return load(False)
+        except UserError:
+            raise
+        except Exception as exc2:  # noqa: BLE001
+            raise UserError(f"{what} {name}: cannot load from the hub: {_first_line(exc2)}") from exc2
+
+
+def load_mlm(
+    path_or_id: str | os.PathLike,
+    device: str | torch.device | None = "auto",
+    *,
+    tokenizer: str | os.PathLike | None = None,
+    do_lower_case: bool | None = None,
+):
+    """Load (model, tokenizer) in eval mode on `device`; the model's vocabulary must match the tokenizer's.
+
+    `path_or_id`: a saved model directory (`save_pretrained`: AutoModelForMaskedLM), an
+    old pytorch_pretrained_bert directory (`bert_config.json` + `pytorch_model.bin` with
+    LayerNorm gamma/beta, e.g. the ClinicalBERT checkpoints of Lehman et al.; converted in
+    memory, see `convert_checkpoint`), or a hub id.
+    `tokenizer`: the scoring tokenizer when it is not the checkpoint's own: a saved
+    tokenizer directory, a directory holding only `vocab.txt`, a `vocab.txt` file, or a hub
+    id. Without it the checkpoint's own tokenizer is used (for an old directory: its
+    `vocab.txt`). Either way the model's input embedding rows must equal len(tokenizer).
+    `do_lower_case`: for tokenizers built from a bare `vocab.txt` only; None means the
+    directory's tokenizer_config.json setting if there is one, else True (uncased BERT).
 
     A local directory is loaded without any network access. A name that looks like a
     path but does not exist fails at once. A hub id is looked up in the local cache
@@ -81,62 +134,315 @@ def load_mlm(path_or_id: str | os.PathLike, device: str | torch.device | None = 
     naming the model. Weights are kept in fp32 (autocast does the GPU's reduced precision).
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     name = os.fspath(path_or_id)
     dev = resolve_device(device)
     path = Path(name).expanduser()
+    legacy = False
     if path.exists():
         if not path.is_dir():
             raise UserError(f"model {name}: not a directory (expected a saved model directory or a hub id)")
         if not (path / "config.json").is_file():
-            raise UserError(f"model {name}: no config.json in this directory (not a saved model)")
+            if not (path / LEGACY_CONFIG).is_file():
+                raise UserError(f"model {name}: no config.json (nor {LEGACY_CONFIG}) in this directory (not a saved model)")
+            legacy = True
         source, is_local = str(path), True
     elif _looks_like_path(name):
         raise UserError(f"model {name}: no such directory")
     else:
         source, is_local = name, False
 
-    def _load(local_files_only: bool):
-        verbosity = hf_logging.get_verbosity()
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-        try:
-            tok = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
-            mdl, info = AutoModelForMaskedLM.from_pretrained(
-                source, local_files_only=local_files_only, dtype=torch.float32, output_loading_info=True
-            )
-        finally:
-            hf_logging.set_verbosity(verbosity)
-            if bars:
-                hf_logging.enable_progress_bar()
-        _check_loading_info(name, info)
-        return mdl, tok
+    own_tokenizer = tokenizer is None
+    if not own_tokenizer:  # before the (large) model: a wrong tokenizer fails fast
+        tok, tok_name = load_tokenizer(tokenizer, do_lower_case=do_lower_case), os.fspath(tokenizer)
+    if legacy:
+        model, own = _load_legacy_bert(path, name, with_tokenizer=own_tokenizer, do_lower_case=do_lower_case)
+        if own_tokenizer:
+            tok, tok_name = own, str(path / LEGACY_VOCAB)
+    else:
 
-    try:
-        model, tokenizer = _load(True)
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; all mean "cannot load"
-        if is_local or _in_hub_cache(name):
-            raise UserError(f"model {name}: cannot load as a masked language model: {_first_line(exc)}") from exc
-        if _offline():
-            raise UserError(f"model {name}: not a local directory and not in the Hugging Face cache (offline mode)") from exc
-        if not _hub_reachable():
-            raise UserError(
-                f"model {name}: not a local directory, not in the Hugging Face cache, and the hub is unreachable"
-            ) from exc
-        try:
-            model, tokenizer = _load(False)
-        except UserError:
-            raise
-        except Exception as exc2:  # noqa: BLE001
-            raise UserError(f"model {name}: cannot load from the hub: {_first_line(exc2)}") from exc2
+        def _load(local_files_only: bool):
+            with _quiet_transformers():
+                tok = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only) if own_tokenizer else None
+                mdl, info = AutoModelForMaskedLM.from_pretrained(
+                    source, local_files_only=local_files_only, dtype=torch.float32, output_loading_info=True
+                )
+            _check_loading_info(name, info)
+            return mdl, tok
+
+        model, own = _fetch("model", name, is_local, _load, ("config.json",))
+        if own_tokenizer:
+            tok, tok_name = own, name
+    check_vocabulary(model, tok, name, tok_name)
     model.eval()
     model.to(dev)
     log.info("loaded model %s (%s, %.2fM parameters) on %s", name, type(model).__name__, sum(p.numel() for p in model.parameters()) / 1e6, dev)
-    return model, tokenizer
+    return model, tok
+
+
+def model_vocab_size(model) -> int:
+    """Rows of the model's input embedding matrix (config.vocab_size when it has none)."""
+    try:
+        emb = model.get_input_embeddings()
+        return int(emb.weight.shape[0])
+    except (AttributeError, NotImplementedError):
+        return int(getattr(model.config, "vocab_size", 0) or 0)
+
+
+def check_vocabulary(model, tokenizer, model_name: str, tokenizer_name: str) -> None:
+    """UserError unless the model's input embedding rows equal len(tokenizer).
+
+    A different count means the ids of one vocabulary index the other's embeddings: the
+    energies would be silently meaningless (e.g. a cased 28,996-token checkpoint scored with
+    the uncased 30,522-token vocabulary).
+    """
+    rows, size = model_vocab_size(model), len(tokenizer)
+    if rows != size:
+        raise UserError(
+            f"model {model_name}: its vocabulary has {rows} tokens but the tokenizer {tokenizer_name} has {size}; "
+            "score with the tokenizer the model was trained with"
+        )
+
+
+def load_tokenizer(spec: str | os.PathLike, *, do_lower_case: bool | None = None):
+    """A tokenizer from a saved tokenizer directory, a directory or file `vocab.txt` (BERT WordPiece), or a hub id."""
+    from transformers import AutoTokenizer
+
+    name = os.fspath(spec)
+    path = Path(name).expanduser()
+    if path.is_file():
+        return _wordpiece_tokenizer(path, name, do_lower_case, None)
+    if path.is_dir():
+        saved = (path / "tokenizer.json").is_file() or _names_tokenizer_class(path / "tokenizer_config.json")
+        if not saved and (path / LEGACY_VOCAB).is_file():
+            return _wordpiece_tokenizer(path / LEGACY_VOCAB, name, do_lower_case, None)
+        if not saved:
+            raise UserError(f"tokenizer {name}: no tokenizer.json, tokenizer_config.json or {LEGACY_VOCAB} in this directory")
+        source, is_local = str(path), True
+    elif _looks_like_path(name):
+        raise UserError(f"tokenizer {name}: no such file or directory")
+    else:
+        source, is_local = name, False
+
+    def _load(local_files_only: bool):
+        with _quiet_transformers():
+            return AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
+
+    return _fetch("tokenizer", name, is_local, _load, ("tokenizer_config.json", "tokenizer.json", "config.json"))
+
+
+def _names_tokenizer_class(settings: Path) -> bool:
+    """A tokenizer_config.json that AutoTokenizer can use (old ones hold only do_lower_case, max_len)."""
+    import json
+
+    try:
+        return "tokenizer_class" in json.loads(settings.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):
+        return settings.is_file()  # unreadable: let AutoTokenizer say what is wrong
+
+
+# --------------------------------------------------------------------------- old BERT checkpoints
+
+LEGACY_CONFIG = "bert_config.json"
+LEGACY_WEIGHTS = "pytorch_model.bin"
+LEGACY_VOCAB = "vocab.txt"
+# bert_config.json keys without which no BertConfig can be built (the others have BERT's defaults).
+_LEGACY_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+_LEGACY_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Weights of an old checkpoint that BertForMaskedLM has no use for: NSP head, pooler, buffers.
+_LEGACY_IGNORED = ("cls.seq_relationship.", "bert.pooler.", "bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
+
+
+def _read_legacy_config(path: Path):
+    import json
+
+    from transformers import BertConfig
+
+    cfg_path = path / LEGACY_CONFIG
+    try:
+        raw = json.loads(cfg_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{cfg_path}: not a readable JSON file: {_first_line(exc)}") from exc
+    if not isinstance(raw, dict):
+        raise UserError(f"{cfg_path}: expected a JSON object of BERT settings")
+    for key in _LEGACY_REQUIRED:
+        if key not in raw:
+            raise UserError(f"{cfg_path}: missing key {key!r}")
+        if not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < 1:
+            raise UserError(f"{cfg_path}: {key!r} must be a positive integer, got {raw[key]!r}")
+    if raw["hidden_size"] % raw["num_attention_heads"]:
+        raise UserError(f"{cfg_path}: hidden_size {raw['hidden_size']} is not a multiple of num_attention_heads {raw['num_attention_heads']}")
+    try:
+        return BertConfig(**raw)
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"{cfg_path}: not a valid BERT configuration: {_first_line(exc)}") from exc
+
+
+def _read_legacy_weights(path: Path) -> dict:
+    weights = path / LEGACY_WEIGHTS
+    if not weights.is_file():
+        raise UserError(f"model {path}: {LEGACY_CONFIG} but no {LEGACY_WEIGHTS} in this directory")
+    try:
+        sd = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - corrupt, truncated or not a weights file
+        raise UserError(f"{weights}: cannot read the weights: {_first_line(exc)}") from exc
+    if isinstance(sd, dict) and isinstance(sd.get("state_dict"), dict):
+        sd = sd["state_dict"]
+    if not isinstance(sd, dict) or not sd or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in sd.items()):
+        raise UserError(f"{weights}: not a state dict (a mapping of parameter names to tensors)")
+    return sd
+
+
+def modernize_state_dict(state_dict: dict) -> tuple[dict, int]:
+    """(renamed state dict, number of LayerNorm gamma/beta renamed) for BertForMaskedLM.
+
+    `...LayerNorm.gamma`/`.beta` -> `.weight`/`.bias`; encoder keys without the `bert.`
+    prefix get it; a DataParallel `module.` prefix is dropped; the NSP head, the pooler
+    and position/type id buffers are dropped.
+    """
+    out, renamed = {}, 0
+    for key, value in state_dict.items():
+        k = key[len("module."):] if key.startswith("module.") else key
+        if k.startswith(("embeddings.", "encoder.", "pooler.")):
+            k = "bert." + k
+        head, _, last = k.rpartition(".")
+        if last in ("gamma", "beta"):
+            k = f"{head}.{'weight' if last == 'gamma' else 'bias'}"
+            renamed += 1
+        if k.startswith(_LEGACY_IGNORED):
+            continue
+        out[k] = value
+    return out, renamed
+
+
+def _wordpiece_tokenizer(vocab_file: Path, name: str, do_lower_case: bool | None, max_length: int | None):
+    """BertTokenizerFast from a bare vocab.txt (one token per line, id = line number)."""
+    import json
+
+    from transformers import BertTokenizerFast
+
+    try:
+        lines = vocab_file.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{vocab_file}: cannot read the vocabulary: {_first_line(exc)}") from exc
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab = {}
+    for i, token in enumerate(lines):
+        vocab[token] = i
+    missing = [t for t in _LEGACY_SPECIALS if t not in vocab]
+    if missing:
+        raise UserError(f"{vocab_file}: no {missing[0]} token (not a BERT WordPiece vocabulary)")
+    settings_path = vocab_file.parent / "tokenizer_config.json"
+    settings = {}
+    if settings_path.is_file():
+        try:
+            settings = json.loads(settings_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"{settings_path}: not a readable JSON file: {_first_line(exc)}") from exc
+        settings = settings if isinstance(settings, dict) else {}
+    if do_lower_case is None:
+        do_lower_case = bool(settings.get("do_lower_case", True))
+    length = settings.get("model_max_length", settings.get("max_len", max_length))
+    kwargs = {"model_max_length": int(length)} if isinstance(length, int) and length > 0 else {}
+    return BertTokenizerFast(vocab=vocab, do_lower_case=bool(do_lower_case), name_or_path=name, **kwargs)
+
+
+def _load_legacy_bert(path: Path, name: str, *, with_tokenizer: bool, do_lower_case: bool | None):
+    """(BertForMaskedLM, tokenizer or None) from an old pytorch_pretrained_bert directory."""
+    from transformers import BertForMaskedLM
+
+    config = _read_legacy_config(path)
+    state, renamed = modernize_state_dict(_read_legacy_weights(path))
+    emb, dec = state.get("bert.embeddings.word_embeddings.weight"), state.get("cls.predictions.decoder.weight")
+    if emb is not None and dec is not None and (emb.shape != dec.shape or not torch.equal(emb, dec)):
+        config.tie_word_embeddings = False  # a checkpoint with its own output embeddings
+        if "cls.predictions.bias" in state:
+            state.setdefault("cls.predictions.decoder.bias", state["cls.predictions.bias"])
+    with _quiet_transformers():
+        model = BertForMaskedLM(config)
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    expected = list(shapes)
+    # tied weights (decoder.weight = word embeddings, decoder.bias = bias): any name but the
+    # first of a shared parameter need not be in the checkpoint
+    first_name: dict[int, str] = {}
+    tied = set()
+    for pname, param in model.named_parameters(remove_duplicate=False):
+        if first_name.setdefault(id(param), pname) != pname:
+            tied.add(pname)
+    missing = [k for k in expected if k not in state and k not in tied]
+    if missing:
+        kind = "masked-LM head" if missing[0].startswith("cls.") else "encoder"
+        raise UserError(
+            f"model {name}: {path / LEGACY_WEIGHTS} lacks {len(missing)} {kind} weights needed for scoring, "
+            f"first {missing[0]} (named as in BertForMaskedLM)"
+        )
+    bad = [k for k in expected if k in state and tuple(state[k].shape) != shapes[k]]
+    if bad:
+        raise UserError(
+            f"model {name}: {bad[0]} has shape {tuple(state[bad[0]].shape)} in {LEGACY_WEIGHTS} "
+            f"but {shapes[bad[0]]} per {LEGACY_CONFIG}"
+        )
+    unexpected = sorted(k for k in state if k not in shapes)
+    stray = [k for k in unexpected if k.startswith(("bert.embeddings.", "bert.encoder.", "cls.predictions."))]
+    if stray:  # e.g. more layers in the weights than in the config: the model would not be the trained one
+        raise UserError(
+            f"model {name}: {len(stray)} weights of {LEGACY_WEIGHTS} have no place in the model {LEGACY_CONFIG} describes, "
+            f"first {stray[0]}; check num_hidden_layers and the other sizes"
+        )
+    model.load_state_dict({k: v for k, v in state.items() if k not in unexpected}, strict=False)
+    if unexpected:
+        log.warning("model %s: %d weights of the checkpoint are not used by BertForMaskedLM, e.g. %s", name, len(unexpected), unexpected[0])
+    model.config._name_or_path = str(path)
+    tok = None
+    if with_tokenizer:
+        if not (path / LEGACY_VOCAB).is_file():
+            raise UserError(f"model {name}: old-layout checkpoint without {LEGACY_VOCAB}; name its tokenizer (e.g. bert-base-uncased)")
+        tok = _wordpiece_tokenizer(path / LEGACY_VOCAB, str(path), do_lower_case, config.max_position_embeddings)
+    log.info(
+        "model %s: old pytorch_pretrained_bert checkpoint converted on load (%s, %d LayerNorm gamma/beta renamed); "
+        "mlmia.models.convert_checkpoint saves it in the current layout once",
+        name,
+        LEGACY_CONFIG,
+        renamed,
+    )
+    return model, tok
+
+
+def convert_checkpoint(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    tokenizer: str | os.PathLike | None = None,
+    do_lower_case: bool | None = None,
+) -> Path:
+    """Save `src` (any model `load_mlm` reads, e.g. an old bert_config.json directory) as a
+    current `save_pretrained` directory `dst` (model + tokenizer), written atomically.
+
+    `tokenizer`/`do_lower_case` as in `load_mlm`; the vocabulary check applies. `dst` must
+    not exist or be an empty directory. Returns `dst`.
+    """
+    import shutil
+    import tempfile
+
+    out = Path(dst).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{dst}: already exists and is not an empty directory; convert into a new directory")
+    model, tok = load_mlm(src, "cpu", tokenizer=tokenizer, do_lower_case=do_lower_case)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        with _quiet_transformers():
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("converted %s -> %s (%s, vocabulary %d)", os.fspath(src), out, type(model).__name__, len(tok))
+    return out
 
 
 def _check_loading_info(name: str, info: dict) -> None:

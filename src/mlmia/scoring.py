@@ -11,7 +11,9 @@ Two implementations share tokenization and masks (`mlmia.masks`):
 - `score_samples`, the fast path: the masked copies of all samples are sorted by length
   and cut into batches under a token budget, the encoder runs once per batch and the LM
   head only on the masked positions; inference mode, bf16/fp16 autocast on CUDA, fp32 on
-  CPU, cross-entropy in fp32.
+  CPU, cross-entropy in fp32. On CUDA without a batch size or token budget, the rows of a
+  batch come from the free GPU memory (`batch_size_for_memory`); a batch that runs out of
+  memory is halved and retried. Throughput is logged and returned (`ScoringStats`).
 - `score_samples_oracle`, the test oracle: one sample and one pattern at a time, the full
   model forward `model(input_ids).logits`.
 
@@ -21,9 +23,11 @@ Output: one row per sample, in input order, with the columns in `OUTPUT_COLUMNS`
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,16 +38,22 @@ import torch.nn.functional as F
 from mlmia.errors import UserError
 from mlmia.io import read_samples, require_columns, write_parquet
 from mlmia.logs import get_logger
-from mlmia.masks import mask_patterns, n_masked, single_position_patterns
+from mlmia.masks import MASK_COUNTS, mask_patterns, n_masked, single_position_patterns
 from mlmia.models import load_mlm, max_sequence_length, mlm_parts, resolve_device
 
 log = get_logger("scoring")
 
 ENERGY_KINDS = ("masked", "normalized")
 REDUCTIONS = ("mean", "sum")
+#: CUDA autocast dtypes (auto: bf16 where the GPU supports it, else fp16); CPU always runs fp32
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 OUTPUT_COLUMNS = ["sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed"]
-# Tokens (padded rows x length) per forward pass when no batch size is given.
+# Tokens (padded rows x length) per forward pass when no batch size is given (CUDA: used
+# only when the free memory cannot be read).
 DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
+# Batch size chosen from free GPU memory: at most this many rows, using this share of it.
+MAX_MEMORY_BATCH = 4096
+MEMORY_HEADROOM = 0.8
 THREADS_ENV = "MLMIA_NUM_THREADS"
 PROGRESS_SECONDS = 30.0
 
@@ -51,7 +61,12 @@ PROGRESS_SECONDS = 30.0
 # --------------------------------------------------------------------------- shared
 
 
-def _check_params(energy: str, k: int, seed: int, reduction: str, batch_size: int | None = None) -> None:
+def _check_params(energy: str, k: int, seed: int, reduction: str, batch_size: int | None = None,
+                  mask_count: str = "ceil", precision: str = "auto") -> None:
+    if mask_count not in MASK_COUNTS:
+        raise UserError(f"unknown mask count {mask_count!r} (use one of {', '.join(MASK_COUNTS)})")
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r} (use one of {', '.join(PRECISIONS)})")
     if energy not in ENERGY_KINDS:
         raise UserError(f"unknown energy kind {energy!r} (use one of {', '.join(ENERGY_KINDS)})")
     if reduction not in REDUCTIONS:
@@ -83,7 +98,7 @@ class _Prepared:
     pad_id: int
 
 
-def _prepare(model, tokenizer, samples: pd.DataFrame, energy: str, k: int, seed: int) -> _Prepared:
+def _prepare(model, tokenizer, samples: pd.DataFrame, energy: str, k: int, seed: int, mask_count: str = "ceil") -> _Prepared:
     """Tokenize (with truncation, logged) and lay out every sample's masking patterns."""
     sids, texts = _sample_columns(samples)
     mask_id = tokenizer.mask_token_id
@@ -113,7 +128,7 @@ def _prepare(model, tokenizer, samples: pd.DataFrame, energy: str, k: int, seed:
             raise UserError(f"sample {sid!r}: no tokens to score (empty text after tokenization)")
         if len(full["input_ids"][i]) > t:
             n_truncated += 1
-        pat = mask_patterns(seed, sid, t, k) if energy == "masked" else single_position_patterns(t)
+        pat = mask_patterns(seed, sid, t, k, mask_count) if energy == "masked" else single_position_patterns(t)
         ids_list.append(ids)
         patterns.append(content[pat])
         n_tok[i] = t
@@ -186,6 +201,121 @@ def _model_device(model) -> torch.device:
         return torch.device("cpu")
 
 
+# --------------------------------------------------------------------------- batch size from memory
+
+
+def _config_value(config, names: tuple[str, ...], default=None):
+    for name in names:
+        value = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+        if value:
+            return int(value)
+    if default is None:
+        raise UserError(f"model config: none of {', '.join(names)} is set; cannot estimate the memory of a batch")
+    return int(default)
+
+
+def sequence_bytes(model_config, seq_len: int, dtype_bytes: int, masked_per_seq: int | None = None, *, full_logits: bool = False) -> int:
+    """Estimated peak GPU memory (bytes) of one sequence of `seq_len` tokens in an inference-mode batch.
+
+    With H = hidden size, I = intermediate size, A = attention heads, V = vocabulary,
+    d = `dtype_bytes` (autocast dtype), m = masked positions (default ceil(0.15 (seq_len - 2))):
+
+        encoder = seq_len * ((6 H + I) d + 2 H * 4) + A seq_len^2 (d + 4)
+        head    = m (2 H * 4 + V (d + 8))                       (LM head on masked positions)
+                  + seq_len V d                                  (full logits: no head split)
+
+    The encoder term is the working set of one layer (q, k, v, context, attention output
+    and the intermediate activation in d; the fp32 residual stream twice; attention scores
+    in d and their fp32 softmax, as if materialised). In inference mode no activation is
+    kept across layers, so the number of layers does not multiply it (the weights are
+    already out of the free memory). The head term: logits in d, their fp32 copy and the
+    cross-entropy's fp32 log-softmax per masked position.
+    """
+    hidden = _config_value(model_config, ("hidden_size", "dim", "d_model"))
+    inter = _config_value(model_config, ("intermediate_size", "hidden_dim", "d_ff"), 4 * hidden)
+    heads = _config_value(model_config, ("num_attention_heads", "n_heads"), 1)
+    vocab = _config_value(model_config, ("vocab_size",))
+    seq_len, d = max(1, int(seq_len)), int(dtype_bytes)
+    m = max(1, math.ceil(0.15 * max(1, seq_len - 2))) if masked_per_seq is None else max(1, int(masked_per_seq))
+    encoder = seq_len * ((6 * hidden + inter) * d + 2 * hidden * 4) + heads * seq_len * seq_len * (d + 4)
+    head = m * (2 * hidden * 4 + vocab * (d + 8))
+    if full_logits:
+        head += seq_len * vocab * d
+    return int(encoder + head)
+
+
+def batch_size_for_memory(
+    free_bytes: int,
+    model_config,
+    seq_len: int,
+    dtype_bytes: int,
+    *,
+    masked_per_seq: int | None = None,
+    full_logits: bool = False,
+    headroom: float = MEMORY_HEADROOM,
+    max_batch: int = MAX_MEMORY_BATCH,
+) -> int:
+    """Sequences of `seq_len` tokens per forward pass that fit in `headroom` x `free_bytes`.
+
+    floor(headroom * free_bytes / sequence_bytes(...)), clamped to [1, max_batch]; see
+    `sequence_bytes` for the estimate. `model_config`: a transformers config or a dict.
+    """
+    if max_batch < 1:
+        raise UserError(f"max_batch must be >= 1, got {max_batch}")
+    per = sequence_bytes(model_config, seq_len, dtype_bytes, masked_per_seq, full_logits=full_logits)
+    rows = int(max(0.0, float(headroom)) * max(0, int(free_bytes)) // per)
+    return max(1, min(int(max_batch), rows))
+
+
+@dataclass(frozen=True)
+class ScoringStats:
+    """What one `score_samples` call did, for the job log. No texts."""
+
+    n_samples: int
+    n_sequences: int  # masked copies run through the model
+    n_tokens: int  # tokens of all masked copies, special tokens included, no padding
+    n_scored_tokens: int  # masked positions scored
+    n_batches: int
+    seconds: float  # the whole call: tokenization, masks, forward passes
+    device: str
+    dtype: str  # of the forward pass (autocast on CUDA)
+    batch_size: int  # the largest batch run (masked copies)
+    batch_policy: str  # how batches were cut
+    oom_halvings: int = 0
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.n_samples / max(self.seconds, 1e-9)
+
+    @property
+    def sequences_per_s(self) -> float:
+        return self.n_sequences / max(self.seconds, 1e-9)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / max(self.seconds, 1e-9)
+
+    @property
+    def scored_tokens_per_s(self) -> float:
+        return self.n_scored_tokens / max(self.seconds, 1e-9)
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        for name in ("samples_per_s", "sequences_per_s", "tokens_per_s", "scored_tokens_per_s"):
+            out[name] = getattr(self, name)
+        return out
+
+    def summary(self) -> str:
+        return (
+            f"scored {self.n_samples} samples ({self.n_sequences} sequences, {self.n_tokens} tokens, "
+            f"{self.n_scored_tokens} scored tokens) in {self.seconds:.1f} s: {self.samples_per_s:.1f} samples/s, "
+            f"{self.sequences_per_s:.1f} sequences/s, {self.tokens_per_s:.0f} tokens/s, "
+            f"{self.scored_tokens_per_s:.0f} scored tokens/s; device {self.device}, {self.dtype}, "
+            f"batch size up to {self.batch_size} ({self.batch_policy}), {self.n_batches} batches"
+            + (f", {self.oom_halvings} out-of-memory halvings" if self.oom_halvings else "")
+        )
+
+
 # --------------------------------------------------------------------------- fast path
 
 
@@ -204,56 +334,163 @@ def score_samples(
     token_budget: int | None = None,
     num_threads: int | None = None,
     progress_seconds: float = PROGRESS_SECONDS,
-) -> pd.DataFrame:
+    return_stats: bool = False,
+    mask_count: str = "ceil",
+    precision: str = "auto",
+) -> pd.DataFrame | tuple[pd.DataFrame, ScoringStats]:
     """Score an in-memory sample table (`sample_id`, `text`) with a loaded model: one row per sample.
 
-    `batch_size` caps the masked copies per forward pass; without it, batches are cut by a
-    token budget (padded rows x length; `token_budget`, default per device type). `device`
-    None keeps the model where it is; otherwise the model is moved there.
+    `batch_size` caps the masked copies per forward pass. Without it, batches are cut by a
+    token budget (padded rows x length; `token_budget`, default per device type), except
+    on CUDA without a `token_budget`, where the rows per batch come from the free GPU
+    memory (`batch_size_for_memory`, logged). A batch that runs out of memory is halved
+    and retried (logged). `device` None keeps the model where it is; otherwise the model
+    is moved there. Throughput is logged at the end; `return_stats` also returns it as
+    (scores, ScoringStats).
     """
-    _check_params(energy, k, seed, reduction, batch_size)
+    t0 = time.perf_counter()
+    _check_params(energy, k, seed, reduction, batch_size, mask_count, precision)
+    if token_budget is not None and int(token_budget) < 1:
+        raise UserError(f"the token budget must be >= 1, got {token_budget}")
     if device is not None:
         dev = resolve_device(device)
         if _model_device(model) != dev:
             model.to(dev)
     dev = _model_device(model)
     model_name = model_name or _default_name(model)
-    prep = _prepare(model, tokenizer, samples, energy, k, seed)
+    prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count)
     with _threads(num_threads), _eval_mode(model):
-        values = _run_fast(model, prep, reduction, batch_size, token_budget, dev, progress_seconds)
-    return _frame(prep, values, energy, seed, model_name)
+        values, run = _run_fast(model, prep, reduction, batch_size, token_budget, dev, progress_seconds, precision)
+    stats = ScoringStats(n_samples=len(prep.ids), seconds=time.perf_counter() - t0, device=str(dev), **run)
+    log.info("%s", stats.summary())
+    scores = _frame(prep, values, energy, seed, model_name)
+    return (scores, stats) if return_stats else scores
 
 
-def _batches(lengths: np.ndarray, batch_size: int | None, token_budget: int) -> list[tuple[int, int]]:
-    """Cut copies (sorted by length, ascending) into [a, b) batches."""
-    n = len(lengths)
+def _batches(n: int, rows_for) -> list[tuple[int, int]]:
+    """Cut copies 0..n-1 (sorted by length, ascending) into [a, b) batches.
+
+    `rows_for(i)`: the most rows a batch whose longest copy is copy i may hold (>= 1, not
+    increasing in i). Each batch is the largest [a, b) with b - a <= rows_for(b - 1).
+    """
     out, a = [], 0
     while a < n:
-        if batch_size is not None:
-            b = min(n, a + batch_size)
-        else:
-            # largest b with (b - a) * lengths[b - 1] <= budget (at least one row)
-            rows = max(1, token_budget // int(lengths[a]))
-            b = min(n, a + rows)
-            while b - a > 1 and (b - a) * int(lengths[b - 1]) > token_budget:
-                rows = max(1, token_budget // int(lengths[b - 1]))
-                b = min(b - 1, a + rows)
+        b = min(n, a + rows_for(a))
+        while b - a > 1 and b - a > rows_for(b - 1):
+            b = min(b - 1, a + rows_for(b - 1))
         out.append((a, b))
         a = b
     return out
 
 
-def _autocast(dev: torch.device):
-    if dev.type == "cuda":
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+def _compute_dtype(dev: torch.device, precision: str = "auto") -> torch.dtype:
+    if dev.type != "cuda" or precision == "fp32":
+        return torch.float32
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def _autocast(dev: torch.device, precision: str = "auto"):
+    dtype = _compute_dtype(dev, precision)
+    if dev.type == "cuda" and dtype != torch.float32:
         return torch.autocast("cuda", dtype=dtype)
     return contextlib.nullcontext()
 
 
-def _run_fast(model, prep: _Prepared, reduction, batch_size, token_budget, dev, progress_seconds) -> list[np.ndarray]:
+def _free_memory(dev: torch.device) -> int | None:
+    """Bytes the next batch can use on a CUDA device: free on the device plus cached by torch."""
+    try:
+        free, _total = torch.cuda.mem_get_info(dev)
+        return int(free + torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev))
+    except Exception:  # noqa: BLE001 - no reading: fall back to the token budget
+        return None
+
+
+def _batch_rule(model, dev, batch_size, token_budget, copy_len, copy_l, full_logits, precision="auto"):
+    """(rows_for(i), policy text) for `_batches`."""
+    if batch_size is not None:
+        return (lambda i: int(batch_size)), f"batch size {int(batch_size)}"
+    free = _free_memory(dev) if dev.type == "cuda" and token_budget is None else None
+    if free is None:
+        budget = int(token_budget or DEFAULT_TOKEN_BUDGET.get(dev.type, DEFAULT_TOKEN_BUDGET["cpu"]))
+        return (lambda i: max(1, budget // int(copy_len[i]))), f"token budget {budget}"
+    dtype_bytes = torch.empty((), dtype=_compute_dtype(dev, precision)).element_size()
+    cache: dict[tuple[int, int], int] = {}
+
+    def rows_for(i):
+        key = (int(copy_len[i]), int(copy_l[i]))
+        if key not in cache:
+            cache[key] = batch_size_for_memory(free, model.config, key[0], dtype_bytes, masked_per_seq=key[1], full_logits=full_logits)
+        return cache[key]
+
+    last = len(copy_len) - 1
+    log.info(
+        "batch size from free GPU memory (%.2f GiB, %s): %d sequences of %d tokens (the longest), %d of %d tokens (the shortest)",
+        free / 2**30,
+        str(_compute_dtype(dev, precision)).replace("torch.", ""),
+        rows_for(last),
+        int(copy_len[last]),
+        rows_for(0),
+        int(copy_len[0]),
+    )
+    return rows_for, f"free memory {free / 2**30:.1f} GiB"
+
+
+@dataclass
+class _Inputs:
+    """Device tensors of one `_run_fast` call, in sorted copy order."""
+
+    model: object
+    parts: tuple | None
+    ids: torch.Tensor  # (n samples, max length), padded
+    copy_sample: torch.Tensor
+    copy_len: np.ndarray
+    copy_len_t: torch.Tensor
+    copy_l: torch.Tensor
+    pos_off: np.ndarray
+    flat_pos: torch.Tensor
+    flat_copy: torch.Tensor
+    flat_target: torch.Tensor
+    mask_id: int
+    mean: bool
+
+
+def _score_batch(inp: _Inputs, a: int, b: int) -> torch.Tensor:
+    """Per-copy energies (fp32) of copies [a, b)."""
+    dev = inp.ids.device
+    seq_len = int(inp.copy_len[b - 1])
+    rows = inp.copy_sample[a:b]
+    x = inp.ids[:, :seq_len].index_select(0, rows)
+    pa, pb = int(inp.pos_off[a]), int(inp.pos_off[b])
+    r = inp.flat_copy[pa:pb] - a
+    p = inp.flat_pos[pa:pb]
+    x[r, p] = inp.mask_id
+    if int(inp.copy_len[a]) == seq_len:
+        attn = None  # all rows the same length: no padding to mask
+    else:
+        attn = (torch.arange(seq_len, device=dev)[None, :] < inp.copy_len_t[a:b, None]).long()
+    if inp.parts is not None:
+        encoder, head = inp.parts
+        hidden = encoder(input_ids=x, attention_mask=attn).last_hidden_state
+        logits = head(hidden[r, p])
+    else:
+        logits = inp.model(input_ids=x, attention_mask=attn).logits[r, p]
+    ce = F.cross_entropy(logits.float(), inp.flat_target[pa:pb], reduction="none")
+    vals = torch.zeros(b - a, dtype=torch.float32, device=dev).index_add_(0, r, ce)
+    if inp.mean:
+        vals = vals / inp.copy_l[a:b]
+    return vals
+
+
+def _run_fast(model, prep: _Prepared, reduction, batch_size, token_budget, dev, progress_seconds,
+              precision="auto") -> tuple[list[np.ndarray], dict]:
+    """(per-pattern energies of each sample, run facts for ScoringStats)."""
     n = len(prep.ids)
+    dtype = str(_compute_dtype(dev, precision)).replace("torch.", "")
     if n == 0:
-        return []
+        policy = f"batch size {batch_size}" if batch_size is not None else "none"
+        return [], dict(n_sequences=0, n_tokens=0, n_scored_tokens=0, n_batches=0, dtype=dtype, batch_size=0, batch_policy=policy)
     lengths = np.array([len(x) for x in prep.ids], dtype=np.int64)
     order = np.argsort(lengths, kind="stable")
     k_per = np.array([p.shape[0] for p in prep.patterns], dtype=np.int64)
@@ -278,61 +515,92 @@ def _run_fast(model, prep: _Prepared, reduction, batch_size, token_budget, dev, 
         ids_mat[i, : len(ids)] = ids
     ids_t = torch.from_numpy(ids_mat).to(dev)
     copy_sample_t = torch.from_numpy(copy_sample).to(dev)
-    copy_len_t = torch.from_numpy(copy_len).to(dev)
     flat_pos_t = torch.from_numpy(flat_pos).to(dev)
     flat_copy_t = torch.from_numpy(flat_copy).to(dev)
-    copy_l_t = torch.from_numpy(copy_l).to(dev)
-    flat_target_t = ids_t[copy_sample_t[flat_copy_t], flat_pos_t]
-
-    budget = token_budget or DEFAULT_TOKEN_BUDGET.get(dev.type, DEFAULT_TOKEN_BUDGET["cpu"])
-    batches = _batches(copy_len, batch_size, budget)
     parts = mlm_parts(model)
+    inp = _Inputs(
+        model=model,
+        parts=parts,
+        ids=ids_t,
+        copy_sample=copy_sample_t,
+        copy_len=copy_len,
+        copy_len_t=torch.from_numpy(copy_len).to(dev),
+        copy_l=torch.from_numpy(copy_l).to(dev),
+        pos_off=pos_off,
+        flat_pos=flat_pos_t,
+        flat_copy=flat_copy_t,
+        flat_target=ids_t[copy_sample_t[flat_copy_t], flat_pos_t],
+        mask_id=prep.mask_id,
+        mean=reduction == "mean",
+    )
+
+    rows_for, policy = _batch_rule(model, dev, batch_size, token_budget, copy_len, copy_l, parts is None, precision)
+    queue = deque(_batches(n_copies, rows_for))
+    n_planned = len(queue)
     out = torch.empty(n_copies, dtype=torch.float32, device=dev)
     t0 = last = time.perf_counter()
     log.info(
-        "scoring %d samples (%d masked copies, %d batches) on %s%s",
+        "scoring %d samples (%d masked copies, %d batches) on %s, %s%s",
         n,
         n_copies,
-        len(batches),
+        n_planned,
         dev,
+        dtype,
         "" if parts else " with full logits",
     )
-    with torch.inference_mode(), _autocast(dev):
-        for bi, (a, b) in enumerate(batches):
-            seq_len = int(copy_len[b - 1])
-            rows = copy_sample_t[a:b]
-            x = ids_t[:, :seq_len].index_select(0, rows)
-            pa, pb = int(pos_off[a]), int(pos_off[b])
-            r = flat_copy_t[pa:pb] - a
-            p = flat_pos_t[pa:pb]
-            x[r, p] = prep.mask_id
-            if int(copy_len[a]) == seq_len:
-                attn = None  # all rows the same length: no padding to mask
-            else:
-                attn = (torch.arange(seq_len, device=dev)[None, :] < copy_len_t[a:b, None]).long()
-            if parts is not None:
-                encoder, head = parts
-                hidden = encoder(input_ids=x, attention_mask=attn).last_hidden_state
-                logits = head(hidden[r, p])
-            else:
-                logits = model(input_ids=x, attention_mask=attn).logits[r, p]
-            ce = F.cross_entropy(logits.float(), flat_target_t[pa:pb], reduction="none")
-            vals = torch.zeros(b - a, dtype=torch.float32, device=dev).index_add_(0, r, ce)
-            if reduction == "mean":
-                vals = vals / copy_l_t[a:b]
-            out[a:b] = vals
+    cap, halvings, n_run, largest = None, 0, 0, 0
+    with torch.inference_mode(), _autocast(dev, precision):
+        while queue:
+            a, b = queue.popleft()
+            if cap is not None and b - a > cap:
+                queue.extendleft(reversed([(s, min(b, s + cap)) for s in range(a, b, cap)]))
+                continue
+            oom = False
+            try:
+                out[a:b] = _score_batch(inp, a, b)
+            except torch.cuda.OutOfMemoryError as exc:  # torch.OutOfMemoryError (CPU allocations too)
+                if b - a == 1:
+                    raise UserError(
+                        f"out of memory on {dev} with a single sequence of {int(copy_len[a])} tokens; "
+                        "free the device or score on a larger one"
+                    ) from exc
+                oom = True
+            if oom:  # outside the except block, so the failed batch's tensors are released
+                cap = max(1, (b - a) // 2)
+                halvings += 1
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+                log.warning(
+                    "out of memory on %s with %d sequences of %d tokens; retrying with batches of at most %d",
+                    dev,
+                    b - a,
+                    int(copy_len[b - 1]),
+                    cap,
+                )
+                queue.appendleft((a, b))
+                continue
+            n_run += 1
+            largest = max(largest, b - a)
             now = time.perf_counter()
-            if now - last >= progress_seconds and bi + 1 < len(batches):
+            if now - last >= progress_seconds and queue:
                 last = now
                 done = int(np.searchsorted(sample_end, b, side="right"))
                 log.info("scored %d/%d samples, %.1f samples/s on %s", done, n, done / (now - t0), dev)
-    elapsed = time.perf_counter() - t0
-    log.info("scored %d samples in %.1f s, %.1f samples/s on %s", n, elapsed, n / max(elapsed, 1e-9), dev)
     values = out.double().cpu().numpy()
     per = [None] * n
     for j, i in enumerate(order):
         per[i] = values[copy_start[j] : sample_end[j]]
-    return per
+    run = dict(
+        n_sequences=int(n_copies),
+        n_tokens=int(copy_len.sum()),
+        n_scored_tokens=int(copy_l.sum()),
+        n_batches=n_run,
+        dtype=dtype,
+        batch_size=int(largest),
+        batch_policy=policy,
+        oom_halvings=halvings,
+    )
+    return per, run
 
 
 # --------------------------------------------------------------------------- oracle
@@ -348,11 +616,12 @@ def score_samples_oracle(
     seed: int = 0,
     reduction: str = "mean",
     model_name: str | None = None,
+    mask_count: str = "ceil",
 ) -> pd.DataFrame:
     """The deliberately simple reference: one sample, one pattern, one full forward at a time."""
-    _check_params(energy, k, seed, reduction)
+    _check_params(energy, k, seed, reduction, mask_count=mask_count)
     model_name = model_name or _default_name(model)
-    prep = _prepare(model, tokenizer, samples, energy, k, seed)
+    prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count)
     dev = _model_device(model)
     per_pattern = []
     with torch.inference_mode(), _eval_mode(model):
@@ -384,17 +653,21 @@ def score_file(
     batch_size: int | None = None,
     device: str = "auto",
     model_name: str | None = None,
+    tokenizer: str | None = None,
+    mask_count: str = "ceil",
+    precision: str = "auto",
 ) -> pd.DataFrame:
-    """Read samples, load the model, score, and write `out` (Parquet) atomically."""
-    _check_params(energy, k, seed, reduction, batch_size)
+    """Read samples, load the model (with `tokenizer` when it is not the model's own; see
+    `load_mlm`), score, and write `out` (Parquet) atomically."""
+    _check_params(energy, k, seed, reduction, batch_size, mask_count, precision)
     df = read_samples(samples)
-    mdl, tokenizer = load_mlm(model, device)
+    mdl, tok = load_mlm(model, device, tokenizer=tokenizer)
     local = Path(str(model)).expanduser()
     # default label: a local directory's name, or the hub id as given
     label = model_name or (local.resolve().name if local.is_dir() else str(model))
     scores = score_samples(
         mdl,
-        tokenizer,
+        tok,
         df,
         energy=energy,
         k=k,
@@ -403,6 +676,8 @@ def score_file(
         batch_size=batch_size,
         device=None,
         model_name=label,
+        mask_count=mask_count,
+        precision=precision,
     )
     write_parquet(scores, out)
     log.info("wrote %d rows to %s", len(scores), out)
@@ -413,8 +688,11 @@ __all__ = [
     "ENERGY_KINDS",
     "OUTPUT_COLUMNS",
     "REDUCTIONS",
+    "ScoringStats",
+    "batch_size_for_memory",
     "n_masked",
     "score_file",
     "score_samples",
     "score_samples_oracle",
+    "sequence_bytes",
 ]

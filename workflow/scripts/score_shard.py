@@ -10,7 +10,7 @@ from mlmia.shards import shard_slice
 def main(snakemake):
     params = snakemake.params
     samples = shard_slice(pd.read_parquet(snakemake.input.samples), params.shard, params.shards)
-    model, tokenizer = load_mlm(snakemake.input.model, params.device)
+    model, tokenizer = load_mlm(params.model, params.device, tokenizer=params.tokenizer)
     scores = score_samples(
         model,
         tokenizer,
@@ -22,6 +22,8 @@ def main(snakemake):
         batch_size=params.batch_size,
         model_name=snakemake.wildcards.model,
         num_threads=snakemake.threads,
+        mask_count=params.mask_count,
+        precision=params.precision,
     )
     write_parquet(scores, snakemake.output[0])
 
