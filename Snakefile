@@ -35,8 +35,16 @@ wildcard_constraints:
 
 
 include: "rules/import.smk"
-include: "rules/corpus.smk"
-include: "rules/train.smk"
+include: "rules/datasets.smk"
+
+
+# The embedded world builds its corpora and trains its models; other setups bring theirs.
+if "corpus" in config:
+
+    include: "rules/corpus.smk"
+    include: "rules/train.smk"
+
+
 include: "rules/score.smk"
 include: "rules/attack.smk"
 include: "rules/exposure.smk"

@@ -1,3 +1,4 @@
+import os
 import re
 
 import yaml
@@ -5,6 +6,7 @@ import yaml
 from mlmia.attack import Experiment
 from mlmia.errors import UserError
 from mlmia.importing import files_from_config
+from mlmia.hub import looks_like_hub_id
 from mlmia.provenance import module_digest
 from mlmia.samples import sample_count
 from mlmia.shards import shard_count
@@ -20,14 +22,34 @@ def load_yaml(path, key):
         raise WorkflowError(f"config key {key!r}: {path}: not valid YAML: {exc}")
 
 
-TABLES_SPEC = load_yaml(config["tables_spec"], "tables_spec")
-PAPER_VALUES = load_yaml(config["paper_values"], "paper_values")
+if "audit" in config:
+    # bring your own: the experiments, table and figure are generated from `audit:`
+    from mlmia.audit import audit_spec
+
+    try:
+        TABLES_SPEC = audit_spec(
+            config["audit"], config.get("datasets", {}), config.get("models", {})
+        )
+    except UserError as exc:
+        raise WorkflowError(str(exc))
+    config.setdefault("tables_spec", "config key 'audit'")
+else:
+    TABLES_SPEC = load_yaml(config["tables_spec"], "tables_spec")
+PAPER_VALUES = (
+    load_yaml(config["paper_values"], "paper_values")
+    if "paper_values" in config
+    else {}
+)
 ROW_SETS = TABLES_SPEC.get("row_sets", {})
 IMPORTED = config.get("imported", {}).get("datasets", {})
 MODELS = config.get("models", {})
+# Sample sets read from the user's files (the paper's setup, bring your own).
+DATASETS = config.get("datasets", {})
+RAW = config.get("raw", {})
 # The embedded world scores two sample sets: plain sentences, and the same sentences as
 # Base-b was trained on them (members carry the patient's name).
-SCORED = ["clinical", "clinical_named"] if "corpus" in config else []
+WORLD_SETS = ["clinical", "clinical_named"] if "corpus" in config else []
+SCORED = WORLD_SETS + list(DATASETS)
 
 
 def name_pattern(names):
@@ -36,6 +58,7 @@ def name_pattern(names):
 
 
 IMPORTED_PATTERN = name_pattern(IMPORTED)
+DATASETS_PATTERN = name_pattern(DATASETS)
 SCORED_PATTERN = name_pattern(SCORED)
 TRAINED_PATTERN = name_pattern([m for m in MODELS if "path" not in MODELS[m]])
 MODEL_PATTERN = name_pattern(
@@ -199,7 +222,7 @@ def all_targets():
     return (
         [path for table in TABLES for path in table_outputs(table)]
         + [path for figure in FIGURES for path in figure_outputs(figure)]
-        + ["results/paper_comparison.md"]
+        + (["results/paper_comparison.md"] if "paper_values" in config else [])
         + (["results/findings.md"] if TABLES_SPEC.get("findings") else [])
     )
 
@@ -235,7 +258,24 @@ def model_dir(model):
     return MODELS[name].get("path", f"results/models/{name}")
 
 
+def is_hub_id(name):
+    """A hub id names no local file (bert-base-uncased, org/name); loading resolves it."""
+    return not os.path.exists(name) and looks_like_hub_id(name)
+
+
+def model_input(wildcards):
+    """The model directory as an input file, unless the model is a hub id."""
+    path = model_dir(wildcards)
+    return [] if is_hub_id(path) else path
+
+
+def model_tokenizer(wildcards):
+    return MODELS[wildcards.model].get("tokenizer")
+
+
 def n_shards(dataset):
+    if dataset in DATASETS:
+        return DATASETS[dataset].get("shards", 4)
     settings = config["samples"]
     n = sample_count(settings["counts"], settings["lengths"])
     return shard_count(n, config["scoring"]["shard_size"])
@@ -252,16 +292,38 @@ def scoring_k(energy):
     return config["scoring"]["k"] if energy == "masked" else None
 
 
+def training_text(model):
+    """The target's training text (token frequencies of Table 7): the corpus the workflow
+    trained it on, the user's `training_text` file, or else the dataset's own members.
+    """
+    spec = MODELS.get(model, {})
+    if "corpus" in spec:
+        return CORPUS_TABLES[spec["corpus"]]
+    return spec.get("training_text")
+
+
+def exposure_model():
+    """The model whose [CLS] embedding Table 7 uses (the general reference by default)."""
+    name = config.get("exposure", {}).get("embedding_model", "ref_general")
+    if name not in MODELS:
+        raise WorkflowError(
+            f"config key exposure.embedding_model: {name!r} is not a configured model"
+        )
+    return model_dir(name)
+
+
 def exposure_inputs(wildcards):
     experiment = EXPERIMENTS[wildcards.experiment]
-    return {
+    embedding = exposure_model()
+    inputs = {
         "attack": f"results/attack/{experiment.name}.parquet",
         "samples": samples_path(experiment.dataset),
-        "training_text": CORPUS_TABLES[MODELS[experiment.target]["corpus"]],
-        "embedding_model": model_dir(
-            config.get("exposure", {}).get("embedding_model", "ref_general")
-        ),
+        "training_text": training_text(experiment.target)
+        or samples_path(experiment.dataset),
     }
+    if not is_hub_id(embedding):
+        inputs["embedding_model"] = embedding
+    return inputs
 
 
 def exposure_alpha(name):
@@ -278,3 +340,48 @@ def exposure_alpha(name):
             f"{config['tables_spec']}: exposure tables ask experiment {name!r} for several alphas {sorted(alphas)}"
         )
     return alphas.pop() if alphas else 0.1
+
+
+# --- user sample sets and raw importers ----------------------------------------------
+
+
+def dataset_files(wildcards):
+    spec = DATASETS[wildcards.dataset]
+    return [
+        os.path.join(spec.get("root", ""), entry["path"]) for entry in spec["files"]
+    ]
+
+
+def dataset_tokenizer(dataset):
+    """The tokenizer that counts tokens for length buckets: the dataset's, or the first model's."""
+    spec = DATASETS[dataset]
+    if spec.get("tokenizer"):
+        return spec["tokenizer"]
+    if not MODELS:
+        raise WorkflowError(
+            f"config key datasets.{dataset}.tokenizer: needed when no models are configured"
+        )
+    first = next(iter(MODELS))
+    return MODELS[first].get("tokenizer") or model_dir(first)
+
+
+def dataset_inputs(wildcards):
+    inputs = {"files": dataset_files(wildcards)}
+    tokenizer = dataset_tokenizer(wildcards.dataset)
+    if not is_hub_id(tokenizer):
+        inputs["tokenizer"] = tokenizer
+    return inputs
+
+
+def raw_outputs(source):
+    """One processed CSV per role; with a names file, also the trained roles with names
+    inserted (Base-b's members)."""
+    spec = RAW.get(source, {})
+    outputs = {
+        role: f"results/raw/{source}_{role}.csv" for role in spec.get("patients", {})
+    }
+    if spec.get("names"):
+        for role in ("member", "member_heldin"):
+            if role in spec["patients"]:
+                outputs[f"{role}_named"] = f"results/raw/{source}_named_{role}.csv"
+    return outputs

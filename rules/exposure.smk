@@ -12,6 +12,7 @@ rule exposure:
     params:
         alpha=lambda wildcards: exposure_alpha(wildcards.experiment),
         settings=config.get("exposure", {}),
+        embedding_model=lambda wildcards: exposure_model(),
         code=module_digest("mlmia.exposure"),
     script:
         "../workflow/scripts/exposure.py"

@@ -1,7 +1,7 @@
 rule score_shard:
     input:
         samples="results/samples/{dataset}.parquet",
-        model=model_dir,
+        model=model_input,
     output:
         temp("results/scores/{dataset}/shards/{model}.{energy}.{shard}.parquet"),
     log:
@@ -26,6 +26,10 @@ rule score_shard:
         reduction=config.get("scoring", {}).get("reduction", "mean"),
         batch_size=config.get("scoring", {}).get("batch_size"),
         device=config.get("scoring", {}).get("device", "auto"),
+        precision=config.get("scoring", {}).get("precision", "auto"),
+        mask_count=config.get("scoring", {}).get("mask_count", "ceil"),
+        model=model_dir,
+        tokenizer=model_tokenizer,
     script:
         "../workflow/scripts/score_shard.py"
 

@@ -20,6 +20,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from mlmia.errors import UserError
 from mlmia.logs import get_logger
 from mlmia.metrics import population_threshold
 
@@ -32,6 +33,17 @@ FEATURE_SETS = {
     "cls_embedding": ["cls"],
 }
 log = get_logger("exposure")
+
+
+def training_texts(table: pd.DataFrame, where: str) -> pd.Series:
+    """The target's training text for token frequencies. A sample manifest stands in for a
+    training set the user cannot give: its members and held-in members are training text."""
+    if "text" not in table.columns:
+        raise UserError(f"{where}: training text needs a `text` column (has: {', '.join(map(str, table.columns))})")
+    if "role" in table.columns:
+        table = table[table["role"].isin(["member", "member_heldin"])]
+        log.info("token frequencies from the %d member samples of %s (no training text configured)", len(table), where)
+    return table["text"].astype(str)
 
 
 def token_frequencies(tokenizer, texts) -> Counter:
