@@ -205,10 +205,11 @@ def findings_experiments():
     in_tables = [name for table in TABLES for name in table_experiments(table)]
     names = []
     for finding in TABLES_SPEC.get("findings", []):
-        if finding.get("experiments"):
-            names += [
-                n for n in in_tables if EXPERIMENTS[n].level == finding["experiments"]
-            ]
+        scope = finding.get("experiments")
+        if isinstance(scope, list):
+            names += scope
+        elif scope:
+            names += [n for n in in_tables if EXPERIMENTS[n].level == scope]
         names += [finding[side].get("experiment") for side in ("compare", "against")]
         names = [n for n in names if n is not None]
     return list(dict.fromkeys(names))

@@ -71,6 +71,10 @@ def test_findings_hold_or_not_from_the_numbers():
     checks = check_findings(findings, METRICS, {"e1": "sample"})
     assert checks.holds.tolist() == [True, False]  # 0.912 > 0.61; 70 - 20 = 50 is not above 60
     assert checks.separated.tolist() == [True, True]
+    # a finding scoped to named experiments is checked on those only, whatever their level
+    named = [dict(findings[1], experiments=["e1"], margin=40)]
+    checks = check_findings(named, METRICS, {"e1": "sample", "e2": "sample"})
+    assert checks.experiment.tolist() == ["e1"] and checks.holds.tolist() == [True]  # 50 > 40
 
 
 def test_exposure_features_by_hand():

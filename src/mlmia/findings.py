@@ -42,12 +42,16 @@ def check_findings(
     """One row per comparison: does `compare` exceed `against` by more than `margin`?
 
     A finding with `experiments: <level>` is checked on every experiment of that level
-    (`levels` maps experiment name to level); its cells then name no experiment.
+    (`levels` maps experiment name to level), one with `experiments: [names]` on those
+    experiments; its cells then name no experiment.
     """
     rows = []
     for finding in findings:
         scope = finding.get("experiments")
-        names = [name for name, level in levels.items() if level == scope] if scope else [None]
+        if isinstance(scope, list):
+            names = list(scope)
+        else:
+            names = [name for name, level in levels.items() if level == scope] if scope else [None]
         for name in names:
             compare = {k: finding["compare"].get(k) for k in CELL_KEYS}
             against = {k: finding["against"].get(k) for k in CELL_KEYS}
