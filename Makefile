@@ -8,15 +8,15 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 CORES ?= 2
 SNAKEMAKE_ARGS ?=
-# The default run's findings test (marked slow, ~20 min) is left out of the default `make test`;
-# `make test-all` runs everything. The SLURM tests (marked slurm, ~6-10 min: a one-node cluster
-# as root, Debian's slurm-wlm and munge installed with apt-get when missing) are in `make test`;
-# they skip, printing why, only where those packages cannot be installed.
-PYTEST_ARGS ?= -m "not slow"
+# `make test` runs every test: the findings on the full default run (marked slow, about as
+# long as `make run`) and the real one-node SLURM cluster (marked slurm, ~6-10 min, as root;
+# Debian's slurm-wlm and munge installed with apt-get when missing; they skip, printing why,
+# only where those packages cannot be installed). `make test-fast` leaves both out.
+PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all install lint format clean
+.PHONY: run test test-fast install lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,8 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-all: $(STAMP)
-	$(BIN)/python -m pytest
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not slurm"
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

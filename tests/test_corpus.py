@@ -127,3 +127,21 @@ def test_write_world(tmp_path):
     pd.testing.assert_frame_equal(back, world["samples"])
     with pytest.raises(UserError):
         write_world(TINY, {"nope": str(tmp_path / "x.parquet")})
+
+
+def test_general_corpus_mixes_news_with_the_asked_share_of_medical_prose():
+    from mlmia.corpus import general_sentences
+
+    news = set(general_sentences())
+    world = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.25, "note_share": 0.0}})
+    general = world["general"]
+    assert len(general) == 60
+    medical = general[~general["text"].isin(news)]
+    assert len(medical) == 15  # round(60 * 0.25): case-report and abstract sentences
+    assert medical["sample_id"].str.startswith("encyclopedic-").all()
+    # no note register: none of the MIMIC / i2b2 habits appear in the medical share
+    assert not medical["text"].str.contains(r"Sig:|p\.o\.|WBC-|^# ", regex=True).any()
+    # and no scored sample is in the general reference's training text
+    assert not set(general["text"]) & set(world["samples"]["text"])
+    only_news = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.0}})["general"]
+    assert only_news["text"].isin(news).all()

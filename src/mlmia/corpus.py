@@ -18,7 +18,9 @@ Sources (each a "register" of the same clinical world, so the same vocabulary in
   MM/DD/YYYY dates, spelled-out vitals): a second non-member set and the `population`.
 - `domain`: the stand-in for PubMed: disjoint patients written up in case-report / abstract style,
   mixed with a share of clinical-note sentences (same vocabulary, different style).
-- `general`: real news prose (the general reference).
+- `general`: real news prose, with a share of encyclopedic medical prose (the general reference;
+  bert-base-uncased read Wikipedia, whose medical articles use the clinical vocabulary but not
+  the note registers).
 
 Sentences vary widely in intrinsic difficulty (formulaic exam lines next to rare-diagnosis
 narrative and number-dense lab lines): that is what makes the loss attack weak and the
@@ -69,8 +71,8 @@ CORPUS_DEFAULTS: dict = {
     "sentences_per_patient": 4,
     "mimic": {"member_patients": 220, "heldin_patients": 60, "nonmember_patients": 130},
     "i2b2": {"nonmember_patients": 130, "population_patients": 70, "shift": 0.15},
-    "domain": {"patients": 260, "abstract_sentences": 300, "note_share": 0.7},
-    "general": {"sentences": 1200},
+    "domain": {"patients": 300, "abstract_sentences": 100, "note_share": 0.95},
+    "general": {"sentences": 1200, "medical_share": 0.6, "note_share": 0.4},
 }
 
 
@@ -94,7 +96,7 @@ def corpus_settings(config: dict | None) -> dict:
     for key, sub in out.items():
         if isinstance(sub, dict):
             for k, v in sub.items():
-                if k in ("note_share", "shift"):
+                if k in ("note_share", "shift", "medical_share"):
                     if not 0 <= float(v) <= 1:
                         raise UserError(f"corpus.{key}.{k}: must be between 0 and 1, got {v!r}")
                 elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -666,7 +668,8 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     - `target`: the target's training text (all sentences of member and member_heldin patients).
     - `target_named`: the same, each sentence prefixed with the patient's surrogate name (Base-b).
     - `domain`: the domain reference's training text (disjoint patients, other register).
-    - `general`: the general reference's training text (news prose).
+    - `general`: the general reference's training text (news prose plus `medical_share` of
+      case-report and abstract sentences about disjoint patients, no note register).
     """
     cfg = corpus_settings(config)
     lex = lexicon()
@@ -729,14 +732,32 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
         drows.append({"sample_id": f"abstract-{j:05d}", "group_id": f"abstract-{j // 10:05d}", "text": _abstract(rng_d, lex)})
     domain = pd.DataFrame(drows, columns=["sample_id", "group_id", "text"])
 
-    # general reference corpus: real news prose, a seeded sample of sentences
+    # general reference corpus: real news prose, a seeded sample of sentences, plus a share of
+    # encyclopedic medical prose (case-report / abstract register, disjoint patients)
     gen = general_sentences()
     rng_g = random.Random(f"general:{seed}")
-    k = min(int(cfg["general"]["sentences"]), len(gen))
+    total = int(cfg["general"]["sentences"])
+    n_medical = round(total * float(cfg["general"]["medical_share"]))
+    k = min(total - n_medical, len(gen))
     picked = sorted(rng_g.sample(range(len(gen)), k))
-    general = pd.DataFrame({"sample_id": [f"general-{i:05d}" for i in picked],
-                            "group_id": [f"general-{i // 10:05d}" for i in picked],
-                            "text": [gen[i] for i in picked]})
+    grows = [{"sample_id": f"general-{i:05d}", "group_id": f"general-{i // 10:05d}", "text": gen[i]} for i in picked]
+    rng_gm = random.Random(f"general-medical:{seed}")
+    # case descriptions, a share of them in clinical-note registers (`note_share`)
+    g_share = float(cfg["general"]["note_share"])
+    gen_mix = {"domain": 1.0 - g_share, "mimic": g_share * 0.6, "i2b2-habits": g_share * 0.25, "i2b2": g_share * 0.15}
+    i = 0
+    while i < n_medical:
+        if rng_gm.random() < 0.5:
+            grows.append({"sample_id": f"encyclopedic-{i:05d}", "group_id": f"encyclopedic-{i // 10:05d}",
+                          "text": _abstract(rng_gm, lex)})
+            i += 1
+            continue
+        pid = f"encyclopedic-patient-{i:05d}"
+        p = make_patient(rng_gm, lex, pid, "domain")
+        for j, (_, text) in enumerate(patient_sentences(rng_gm, p, min(n_sent, n_medical - i), "domain", gen_mix)):
+            grows.append({"sample_id": f"{pid}-{j:03d}", "group_id": pid, "text": text})
+        i += min(n_sent, n_medical - i)
+    general = pd.DataFrame(grows, columns=["sample_id", "group_id", "text"])
 
     # the references never see a scored sample
     leak = set(samples["text"]) & (set(domain["text"]) | set(general["text"]))
