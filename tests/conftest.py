@@ -122,3 +122,14 @@ def ci_run(tmp_path_factory):
     from workflow_helpers import run_config
 
     return run_config(tmp_path_factory.mktemp("embedded"), "ci.yaml")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models run fastest on one thread, and a busy 2-core machine makes 2 threads crawl."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

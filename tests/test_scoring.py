@@ -38,13 +38,7 @@ def _texts(n_words_list, seed=0):
 LENGTHS = [1, 2, 3, 4, 5, 7, 8, 13, 20, 35, 60, 90]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models run fastest on one thread, and a busy 2-core machine makes 2 threads crawl."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
