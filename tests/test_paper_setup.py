@@ -91,3 +91,50 @@ def test_a_missing_checkpoint_is_named(paper_copy, tmp_path):
     result = run_snakemake(paper_copy, "-n", "--configfile", str(config), check=False)
     assert result.returncode != 0
     assert "data/paper/checkpoints/nowhere" in result.stdout + result.stderr
+
+
+def test_raw_importers_write_the_processed_files(tmp_path):
+    """The raw-data rules on small fake MIMIC-III and i2b2 files, run for real: the processed
+    CSVs (column 0 patient id, column 3 text), the paper's patient sampling, Base-b's names."""
+    import pandas as pd
+
+    (tmp_path / "wf").mkdir()
+    workdir = copy_workflow(tmp_path / "wf")
+    raw = workdir / "raw"
+    (raw / "i2b2").mkdir(parents=True)
+    note = "Admission Date: [**2101-3-4**]\n\nHistory: The patient was admitted with chest pain. He was given aspirin."
+    rows = [(i, 10 + i, "Discharge summary", "", note) for i in range(1, 7)] + [(7, 99, "Discharge summary", 1, note)]
+    pd.DataFrame(rows, columns=["ROW_ID", "SUBJECT_ID", "CATEGORY", "ISERROR", "TEXT"]).to_csv(raw / "NOTEEVENTS.csv", index=False)
+    (raw / "trained.csv").write_text("SUBJECT_ID,TEXT\n11,x\n12,x\n13,x\n")
+    (raw / "names.csv").write_text("SUBJECT_ID,name\n11,Ann Lee\n12,Bo Kim\n13,Cy Diaz\n")
+    for patient in (100, 101, 102, 103):
+        (raw / "i2b2" / f"{patient}-01.xml").write_text(
+            f'<?xml version="1.0" encoding="UTF-8" ?><deIdi2b2><TEXT><![CDATA[Record {patient}. The patient '
+            f'was seen in clinic today. Blood pressure was stable.]]></TEXT><TAGS></TAGS></deIdi2b2>')
+    config = tmp_path / "raw.yaml"
+    config.write_text((REPO / "config" / "paper.yaml").read_text())
+    raw_config = yaml.safe_load((REPO / "config" / "paper_raw.yaml").read_text())
+    raw_config["raw"] = {
+        "seed": 0,
+        "mimic": {"noteevents": "raw/NOTEEVENTS.csv", "member_lists": ["raw/trained.csv"], "names": "raw/names.csv",
+                  "categories": ["Discharge summary"], "patients": {"member": 2, "member_heldin": 1, "nonmember": 2}},
+        "i2b2": {"xml": "raw/i2b2", "patients": {"nonmember": 2, "population": 2}},
+    }
+    overlay = tmp_path / "raw_overlay.yaml"
+    overlay.write_text(yaml.safe_dump(raw_config))
+    targets = ["results/raw/mimic_member.csv", "results/raw/mimic_nonmember.csv", "results/raw/mimic_named_member.csv",
+               "results/raw/i2b2_population.csv"]
+    run_snakemake(workdir, "--configfile", str(config), str(overlay), "--", *targets)
+    members = pd.read_csv(workdir / "results/raw/mimic_member.csv")
+    nonmembers = pd.read_csv(workdir / "results/raw/mimic_nonmember.csv")
+    named = pd.read_csv(workdir / "results/raw/mimic_named_member.csv")
+    assert list(members.columns) == ["patient_id", "note_id", "sentence", "text"]
+    # members from the trained patients, non-members from the others, ISERROR rows dropped
+    assert set(members.patient_id) < {11, 12, 13} and members.patient_id.nunique() == 2
+    assert set(nonmembers.patient_id) <= {14, 15, 16} and nonmembers.patient_id.nunique() == 2
+    assert "The patient was admitted with chest pain." in set(members.text)
+    assert "He was given aspirin." in set(members.text)
+    names = {11: "Ann Lee", 12: "Bo Kim", 13: "Cy Diaz"}
+    assert [f"{names[p]} {t}" for p, t in zip(members.patient_id, members.text)] == named.text.tolist()
+    population = pd.read_csv(workdir / "results/raw/i2b2_population.csv")
+    assert population.patient_id.nunique() == 2 and set(population.patient_id) <= {100, 101, 102, 103}
