@@ -92,3 +92,26 @@ def test_audit_reads_every_user_file_with_its_roles(audit_run):
     assert samples["sample_id"].is_unique
     for name in ("audit_roc", "audit_roc_log", "audit_hist"):
         assert (audit_run / "results" / "figures" / f"{name}.png").stat().st_size > 10_000
+
+
+def test_an_unknown_role_label_stops_the_audit_with_one_line(tmp_path, tiny_bert_dir, tiny_bert_dir_b):
+    root = copy_workflow(tmp_path)
+    rows = ["patient admitted with chest pain and shortness of breath history hypertension"] * 2
+    pd.DataFrame({"user": ["a", "b"], "body": [r + f" {i}" for i, r in enumerate(rows)],
+                  "split": ["train", "validation"]}).to_csv(root / "samples.csv", index=False)
+    config = {
+        "datasets": {"notes": {"columns": {"text": "body", "group": "user", "role": "split"},
+                               "role_names": {"train": "member"}, "files": [{"path": "samples.csv", "source": "x"}]}},
+        "models": {"target": {"path": str(tiny_bert_dir)}, "reference": {"path": str(tiny_bert_dir_b)}},
+        "audit": {"dataset": "notes", "targets": ["target"], "references": ["reference"], "nonmembers": ["x"],
+                  "population": "x"},
+        "scoring": {"k": 2, "shard_size": 10},
+        "metrics": {"protocols": ["corrected"]},
+    }
+    (root / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(root, "--configfile", "bad.yaml", check=False)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mlmia: error:")]
+    assert len(errors) == 1
+    assert "samples.csv" in errors[0] and "validation" in errors[0] and "row 2" in errors[0]
+    assert not (root / "results" / "samples" / "notes.parquet").exists()
