@@ -274,3 +274,20 @@ def test_batch_size_for_memory_is_monotone_clamped_and_takes_configs():
     assert batch_size_for_memory(40e9, cfg, 128, 2) == batch_size_for_memory(40e9, BERT_BASE, 128, 2)
     with pytest.raises(UserError, match="hidden_size"):
         batch_size_for_memory(1e9, {"vocab_size": 10}, 8, 2)
+
+
+def test_convert_and_score_from_the_command_line(tmp_path, modern, samples, capsys):
+    from mlmia.cli import main
+
+    old_dir = write_old_layout(tmp_path / "old", modern[0])
+    assert main(["convert", str(old_dir), str(tmp_path / "new")]) == 0
+    samples.to_parquet(tmp_path / "samples.parquet")
+    out = tmp_path / "scores.parquet"
+    assert main(["score", "--model", str(tmp_path / "new"), "--samples", str(tmp_path / "samples.parquet"),
+                 "--out", str(out), "--masks", "3", "--mask-count", "floor"]) == 0
+    scores = pd.read_parquet(out)
+    assert scores["n_masked"].tolist() == [max(1, 15 * t // 100) for t in scores["n_tokens"]]
+    # a second conversion into the same place is a user error: one line, exit code 2
+    assert main(["convert", str(old_dir), str(tmp_path / "new")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mlmia: error:")]
+    assert len(errors) == 1 and "already exists" in errors[0]
