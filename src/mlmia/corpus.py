@@ -656,6 +656,13 @@ def _n_sentences(rng: random.Random, n: int) -> int:
     return max(2, rng.randint(n - spread, n + spread))
 
 
+def register_mix(note_share: float) -> dict[str, float]:
+    """Register weights of a case-report corpus with `note_share` of its sentences in the note
+    registers (MIMIC style, MIMIC with i2b2 habits, i2b2 style)."""
+    return {"domain": 1.0 - note_share, "mimic": note_share * 0.6, "i2b2-habits": note_share * 0.25,
+            "i2b2": note_share * 0.15}
+
+
 def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     """Build every corpus of the default world from the `corpus:` config section.
 
@@ -721,7 +728,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     # domain reference corpus: disjoint patients in the domain register, a share in note registers
     rng_d = random.Random(f"domain:{seed}")
     share = float(cfg["domain"]["note_share"])
-    mix = {"domain": 1.0 - share, "mimic": share * 0.6, "i2b2-habits": share * 0.25, "i2b2": share * 0.15}
+    mix = register_mix(share)
     drows = []
     for i in range(cfg["domain"]["patients"]):
         pid = f"domain-{i:05d}"
@@ -743,8 +750,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     grows = [{"sample_id": f"general-{i:05d}", "group_id": f"general-{i // 10:05d}", "text": gen[i]} for i in picked]
     rng_gm = random.Random(f"general-medical:{seed}")
     # case descriptions, a share of them in clinical-note registers (`note_share`)
-    g_share = float(cfg["general"]["note_share"])
-    gen_mix = {"domain": 1.0 - g_share, "mimic": g_share * 0.6, "i2b2-habits": g_share * 0.25, "i2b2": g_share * 0.15}
+    gen_mix = register_mix(float(cfg["general"]["note_share"]))
     i = 0
     while i < n_medical:
         if rng_gm.random() < 0.5:
