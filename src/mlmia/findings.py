@@ -36,6 +36,16 @@ def _describe(cell: dict) -> str:
     return text + (f"@{cell['fpr']:g}" if cell.get("fpr") is not None else "") + f" [{cell['experiment']}]"
 
 
+def finding_scope(finding: dict, levels: dict[str, str]) -> list[str | None]:
+    """The experiments a finding is checked on: those named (`experiments: [names]`), every
+    experiment of a level (`experiments: sample`; `levels` maps name to level), or [None]
+    when its two cells name their own experiments."""
+    scope = finding.get("experiments")
+    if isinstance(scope, list):
+        return list(scope)
+    return [name for name, level in levels.items() if level == scope] if scope else [None]
+
+
 def check_findings(
     findings: list[dict], metrics: dict[str, pd.DataFrame], levels: dict[str, str], protocol: str = "corrected"
 ) -> pd.DataFrame:
@@ -47,12 +57,7 @@ def check_findings(
     """
     rows = []
     for finding in findings:
-        scope = finding.get("experiments")
-        if isinstance(scope, list):
-            names = list(scope)
-        else:
-            names = [name for name, level in levels.items() if level == scope] if scope else [None]
-        for name in names:
+        for name in finding_scope(finding, levels):
             compare = {k: finding["compare"].get(k) for k in CELL_KEYS}
             against = {k: finding["against"].get(k) for k in CELL_KEYS}
             if name is not None:
