@@ -4,7 +4,9 @@ import re
 import yaml
 
 from mlmia.attack import Experiment
+from mlmia.datasets import dataset_paths
 from mlmia.errors import UserError
+from mlmia.findings import finding_scope
 from mlmia.importing import files_from_config
 from mlmia.hub import looks_like_hub_id
 from mlmia.provenance import module_digest
@@ -204,12 +206,9 @@ def findings_experiments():
     the selected tables use when a finding spans a level."""
     in_tables = [name for table in TABLES for name in table_experiments(table)]
     names = []
+    levels = {name: EXPERIMENTS[name].level for name in in_tables}
     for finding in TABLES_SPEC.get("findings", []):
-        scope = finding.get("experiments")
-        if isinstance(scope, list):
-            names += scope
-        elif scope:
-            names += [n for n in in_tables if EXPERIMENTS[n].level == scope]
+        names += [n for n in finding_scope(finding, levels) if n is not None]
         names += [finding[side].get("experiment") for side in ("compare", "against")]
         names = [n for n in names if n is not None]
     return list(dict.fromkeys(names))
@@ -347,10 +346,7 @@ def exposure_alpha(name):
 
 
 def dataset_files(wildcards):
-    spec = DATASETS[wildcards.dataset]
-    return [
-        os.path.join(spec.get("root", ""), entry["path"]) for entry in spec["files"]
-    ]
+    return [str(path) for path in dataset_paths(DATASETS[wildcards.dataset])]
 
 
 def dataset_tokenizer(dataset):

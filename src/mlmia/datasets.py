@@ -201,11 +201,16 @@ def _first_empty(values: list[str]) -> int | None:
     return None
 
 
-def _read_one(entry: dict, i: int, spec: dict, root: Path | None, key: str) -> tuple[Path, pd.DataFrame]:
+def dataset_paths(spec: dict, root: str | Path | None = None) -> list[Path]:
+    """The files of a dataset spec: relative paths taken from `root`, else the spec's own
+    ``root`` key, else the working directory."""
+    root = spec.get("root") if root is None else root
+    paths = [Path(entry["path"]) for entry in spec["files"]]
+    return [p if root is None or p.is_absolute() else Path(root) / p for p in paths]
+
+
+def _read_one(entry: dict, i: int, spec: dict, path: Path, key: str) -> tuple[Path, pd.DataFrame]:
     where = f"{key}.files[{i}]"
-    path = Path(entry["path"])
-    if root is not None and not path.is_absolute():
-        path = Path(root) / path
     if not path.is_file():
         raise UserError(f"{path}: file not found ({where}.path)")
     fmt = _file_format(path, spec.get("format", "auto"), key)
@@ -283,12 +288,10 @@ def read_dataset(spec: dict, root: str | Path | None = None, key: str = "dataset
     row. `length` is the file's length bucket or None (see `assign_lengths`).
     """
     _check_spec(spec, key)
-    if root is None:
-        root = spec.get("root")
     parts = []
     seen: dict[str, tuple[Path, int]] = {}
-    for i, entry in enumerate(spec["files"]):
-        path, part = _read_one(entry, i, spec, Path(root) if root is not None else None, key)
+    for i, (entry, file_path) in enumerate(zip(spec["files"], dataset_paths(spec, root))):
+        path, part = _read_one(entry, i, spec, file_path, key)
         for row, sample_id in enumerate(part["sample_id"]):
             if sample_id in seen:
                 first_path, first_row = seen[sample_id]

@@ -6,7 +6,7 @@ from mlmia.models import load_tokenizer
 
 def main(snakemake):
     params = snakemake.params
-    manifest = read_dataset(params.spec, params.spec.get("root"), key=params.key)
+    manifest = read_dataset(params.spec, key=params.key)
     write_parquet(assign_lengths(manifest, load_tokenizer(params.tokenizer)), snakemake.output[0])
 
 
