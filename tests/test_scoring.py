@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import subprocess
@@ -217,16 +218,8 @@ def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
 
 def test_stats_are_returned_and_logged_without_texts(bert, samples):
     model, tok = bert
-    handler = _ListHandler()
-    logger = logging.getLogger("mlmia.scoring")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+    with scoring_log() as records:
         out, stats = score_samples(model, tok, samples, k=4, seed=1, batch_size=6, return_stats=True)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     assert stats.n_samples == len(samples) and stats.n_sequences == int(out["k"].sum())
     assert stats.n_scored_tokens == int((out["k"] * out["n_masked"]).sum())
     assert stats.n_tokens == int((out["k"] * (out["n_tokens"] + 2)).sum())  # [CLS] and [SEP]
@@ -234,11 +227,11 @@ def test_stats_are_returned_and_logged_without_texts(bert, samples):
     assert stats.n_batches == -(-stats.n_sequences // 6) and stats.oom_halvings == 0
     assert stats.seconds > 0 and stats.tokens_per_s == pytest.approx(stats.n_tokens / stats.seconds)
     assert set(stats.as_dict()) >= {"samples_per_s", "sequences_per_s", "tokens_per_s", "scored_tokens_per_s", "device", "dtype"}
-    final = [r.getMessage() for r in handler.records if r.getMessage().startswith(f"scored {len(samples)} samples (")]
+    final = [r.getMessage() for r in records if r.getMessage().startswith(f"scored {len(samples)} samples (")]
     assert final == [stats.summary()]
     for part in ("sequences/s", "scored tokens/s", "device cpu", "float32", "batch size up to 6"):
         assert part in final[0]
-    logged = " ".join(r.getMessage() for r in handler.records)
+    logged = " ".join(r.getMessage() for r in records)
     assert not any(t[:15] in logged for t in samples["text"])
     _, cpu_default = score_samples(model, tok, samples.head(3), k=2, return_stats=True)
     assert cpu_default.batch_policy == f"token budget {scoring.DEFAULT_TOKEN_BUDGET['cpu']}"
@@ -375,26 +368,33 @@ class _ListHandler(logging.Handler):
         self.records.append(record)
 
 
-def test_truncation_is_logged_with_a_count_and_no_text(bert):
-    model, tok = bert
-    texts = _texts([5, 80, 100], seed=8)
-    df = pd.DataFrame({"sample_id": ["a", "b", "c"], "text": texts})
+@contextlib.contextmanager
+def scoring_log():
+    """The records the scorer logs at INFO and above inside the block."""
     handler = _ListHandler()
     logger = logging.getLogger("mlmia.scoring")
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
-        out = score_samples(model, tok, df, k=3, batch_size=2, progress_seconds=0)
+        yield handler.records
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-    warnings = [r.getMessage() for r in handler.records if r.levelno == logging.WARNING]
+
+
+def test_truncation_is_logged_with_a_count_and_no_text(bert):
+    model, tok = bert
+    texts = _texts([5, 80, 100], seed=8)
+    df = pd.DataFrame({"sample_id": ["a", "b", "c"], "text": texts})
+    with scoring_log() as records:
+        out = score_samples(model, tok, df, k=3, batch_size=2, progress_seconds=0)
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith("2 of 3 samples")
     assert out["n_tokens"].tolist() == [5, TINY_MAX_LEN - 2, TINY_MAX_LEN - 2]
-    progress = [r.getMessage() for r in handler.records if re.match(r"scored \d+/3 samples, [\d.]+ samples/s on cpu", r.getMessage())]
+    progress = [r.getMessage() for r in records if re.match(r"scored \d+/3 samples, [\d.]+ samples/s on cpu", r.getMessage())]
     assert progress and progress[-1].startswith("scored 2/3")
-    logged = " ".join(r.getMessage() for r in handler.records)
+    logged = " ".join(r.getMessage() for r in records)
     assert not any(t[:20] in logged for t in texts)
 
 
