@@ -38,13 +38,18 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not slurm"
 
+# The same checks run in `make test` (tests/test_lint.py).
 lint: $(STAMP)
-	$(BIN)/snakemake --lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/snakefmt --check Snakefile rules
+	$(BIN)/snakemake --lint
 
 format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 	$(BIN)/snakefmt Snakefile rules
 
 clean:
-	rm -rf results/* .snakemake logs benchmarks
+	rm -rf results/* .snakemake
 	git checkout -- results/README.md

@@ -1,8 +1,18 @@
 # mlmia: membership inference attacks on masked language models
 # (Mireshghallah et al., EMNLP 2022), end to end.
-from snakemake.utils import min_version, validate
+import os
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from mlmia.core.errors import UserError
+from mlmia.study.study import Study
 
 min_version("9.0")
+# Set for envs/mlmia.post-deploy.sh, which installs the library from here into the
+# --use-conda environment (the workflow sets this variable; it reads none from the user).
+os.environ.update(MLMIA_WORKFLOW_DIR=workflow.basedir)
 
 
 report: "report/workflow.rst"
@@ -14,15 +24,17 @@ if not workflow.config_settings.configfiles:
     configfile: "config/config.yaml"
 
 
+# The study: the config validated against the schemas (defaults filled in, one line per
+# error), its tables spec, and what every table, figure and finding needs.
+CONFIG_FILES = workflow.config_settings.configfiles or [
+    Path(workflow.basedir) / "config" / "config.yaml"
+]
 try:
-    validate(config, "config/schema/config.schema.yaml")
-except WorkflowError:
-    # Snakemake's message dumps the schema; say which key is wrong, in one line.
-    from mlmia.configcheck import schema_violation
-
-    raise WorkflowError(
-        schema_violation(config, "config/schema/config.schema.yaml")
-    ) from None
+    STUDY = Study.from_config(config, workflow.basedir, CONFIG_FILES)
+except UserError as exc:
+    # one line, as every step's errors, and no Snakemake frame: the config is the user's
+    print(f"mlmia: error: {exc}", file=sys.stderr)
+    sys.exit(1)
 
 
 include: "rules/common.smk"
@@ -30,8 +42,8 @@ include: "rules/common.smk"
 
 wildcard_constraints:
     model=MODEL_PATTERN,
-    energy="masked|normalized",
-    experiment=name_pattern(EXPERIMENTS),
+    energy=name_pattern(ENERGY_KINDS),
+    experiment=name_pattern(STUDY.experiments),
 
 
 include: "rules/import.smk"
@@ -42,18 +54,23 @@ include: "rules/datasets.smk"
 if "corpus" in config:
 
     include: "rules/corpus.smk"
-    include: "rules/train.smk"
+    include: "rules/shadow.smk"
+    include: "rules/canaries.smk"
+    include: "rules/dexposure.smk"
 
 
+include: "rules/train.smk"
 include: "rules/score.smk"
+include: "rules/zoo.smk"
 include: "rules/attack.smk"
 include: "rules/exposure.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"
+include: "rules/dp.smk"
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        STUDY.targets(),

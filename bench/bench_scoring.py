@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mlmia.masks import n_masked
-from mlmia.scoring import score_samples, score_samples_oracle
+from mlmia.scoring.energy import score_samples, score_samples_oracle
+from mlmia.scoring.masks import n_masked
 
 
 def build_tokenizer(vocab_size: int, seed: int = 0):
@@ -63,7 +63,9 @@ def synthetic_samples(words: list[str], n: int, lo: int, hi: int, seed: int = 0)
     return pd.DataFrame({"sample_id": [f"s{i}" for i in range(n)], "text": texts})
 
 
-def useful_flops(lengths: np.ndarray, copies: np.ndarray, masked: np.ndarray, layers: int, hidden: int, vocab: int) -> float:
+def useful_flops(
+    lengths: np.ndarray, copies: np.ndarray, masked: np.ndarray, layers: int, hidden: int, vocab: int
+) -> float:
     """FLOPs of the work that has to be done: encoder on every copy (no padding), head on masked tokens."""
     seq = lengths + 2  # [CLS] and [SEP]
     per_token_layer = 2 * (4 * hidden * hidden + 2 * hidden * 4 * hidden)
@@ -104,8 +106,12 @@ def main(argv=None) -> None:
     tok, words = build_tokenizer(args.vocab)
     df = synthetic_samples(words, args.samples, args.min_tokens, args.max_tokens)
     lengths = np.array([len(x) for x in tok(df.text.tolist(), add_special_tokens=False)["input_ids"]])
-    print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"{args.samples} samples, {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.1f}), vocab {args.vocab}, K={args.k}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
+    print(
+        f"{args.samples} samples, {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.1f}), vocab {args.vocab}, K={args.k}"
+    )
     results = []
     for spec in args.models:
         layers, hidden = map(int, spec.lower().split("x"))
@@ -120,7 +126,9 @@ def main(argv=None) -> None:
             flops = useful_flops(lengths, copies, masked, layers, hidden, args.vocab)
             for budget in args.token_budget:
                 sec, out = timed(
-                    lambda: score_samples(model, tok, df, energy=energy, k=args.k, batch_size=args.batch_size, token_budget=budget),
+                    lambda model=model, energy=energy, budget=budget: score_samples(
+                        model, tok, df, energy=energy, k=args.k, batch_size=args.batch_size, token_budget=budget
+                    ),
                     args.repeats,
                 )
                 row = {
@@ -135,10 +143,17 @@ def main(argv=None) -> None:
                 }
                 n_or = min(args.oracle_samples, len(df))
                 if n_or:
-                    osec, oout = timed(lambda: score_samples_oracle(model, tok, df.head(n_or), energy=energy, k=args.k), 1)
+                    osec, oout = timed(
+                        lambda model=model, energy=energy, n_or=n_or: score_samples_oracle(
+                            model, tok, df.head(n_or), energy=energy, k=args.k
+                        ),
+                        1,
+                    )
                     row["oracle_samples_per_s"] = round(n_or / osec, 1)
                     row["speedup_vs_oracle"] = round(row["samples_per_s"] / row["oracle_samples_per_s"], 1)
-                    row["max_abs_diff_vs_oracle"] = float(np.abs(out.energy.to_numpy()[:n_or] - oout.energy.to_numpy()).max())
+                    row["max_abs_diff_vs_oracle"] = float(
+                        np.abs(out.energy.to_numpy()[:n_or] - oout.energy.to_numpy()).max()
+                    )
                 results.append(row)
                 print(json.dumps(row))
     if args.json:

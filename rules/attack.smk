@@ -2,47 +2,57 @@ rule attack_table:
     input:
         unpack(attack_inputs),
     output:
-        "results/attack/{experiment}.parquet",
+        result("attack/{experiment}.parquet"),
     log:
-        "logs/attack_table/{experiment}.log",
+        result("logs/attack_table/{experiment}.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        experiment=lambda wildcards: EXPERIMENTS[wildcards.experiment],
-        code=module_digest("mlmia.attack"),
+        experiment=lambda wildcards: STUDY.experiments[wildcards.experiment],
+        models=lambda wildcards: STUDY.experiment_models(wildcards.experiment),
+        columns=lambda wildcards: STUDY.attack_columns(wildcards.experiment),
+        settings=lambda wildcards: {
+            "seed": config["metrics"]["seed"],
+            "attacks": config["attacks"],
+        },
+        code=module_digest("mlmia.attacks", "mlmia.core.io"),
     script:
         "../workflow/scripts/attack_table.py"
 
 
 rule attack_metrics:
     input:
-        "results/attack/{experiment}.parquet",
+        unpack(metrics_inputs),
     output:
-        "results/metrics/{experiment}.parquet",
+        result("metrics/{experiment}.parquet"),
     log:
-        "logs/attack_metrics/{experiment}.log",
+        result("logs/attack_metrics/{experiment}.log"),
     benchmark:
-        "benchmarks/attack_metrics/{experiment}.tsv"
+        result("benchmarks/attack_metrics/{experiment}.tsv")
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings=metric_settings,
-        code=module_digest("mlmia.metrics"),
+        settings=lambda wildcards: STUDY.metric_settings(wildcards.experiment),
+        code=module_digest("mlmia.metrics", *attack_modules()),
     script:
         "../workflow/scripts/attack_metrics.py"
 
 
 rule roc_curve:
     input:
-        "results/attack/{experiment}.parquet",
+        result("attack/{experiment}.parquet"),
     output:
-        "results/metrics/{experiment}.roc.parquet",
+        result("metrics/{experiment}.roc.parquet"),
     log:
-        "logs/roc_curve/{experiment}.log",
+        result("logs/roc_curve/{experiment}.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        level=lambda wildcards: EXPERIMENTS[wildcards.experiment].level,
-        code=module_digest("mlmia.metrics"),
+        attacks=lambda wildcards: STUDY.roc_attacks(wildcards.experiment),
+        attack_params=lambda wildcards: {
+            a: STUDY.attack_params(a) for a in STUDY.roc_attacks(wildcards.experiment)
+        },
+        level=lambda wildcards: STUDY.experiments[wildcards.experiment].level,
+        code=module_digest("mlmia.metrics", *attack_modules()),
     script:
         "../workflow/scripts/roc_curve.py"

@@ -1,36 +1,49 @@
 rule build_corpora:
     output:
-        samples="results/corpus/world.parquet",
-        target="results/corpus/train_target.parquet",
-        target_named="results/corpus/train_target_named.parquet",
-        domain="results/corpus/train_domain.parquet",
-        general="results/corpus/train_general.parquet",
+        **{name: path for name, path in CORPUS_TABLES.items()},
+        samples=result("corpus/world.parquet"),
     log:
-        "logs/build_corpora.log",
+        result("logs/build_corpora.log"),
     benchmark:
-        "benchmarks/build_corpora.tsv"
+        result("benchmarks/build_corpora.tsv")
     conda:
         "../envs/mlmia.yaml"
     params:
-        corpus=config.get("corpus", {}),
-        code=module_digest("mlmia.corpus"),
+        corpus=config["corpus"],
+        code=module_digest("mlmia.world.corpus"),
     script:
         "../workflow/scripts/build_corpora.py"
 
 
 rule select_samples:
     input:
-        world="results/corpus/world.parquet",
-        tokenizer="results/models/tokenizer",
+        world=result("corpus/world.parquet"),
+        tokenizer=result("models/tokenizer"),
     output:
-        plain="results/samples/clinical.parquet",
-        named="results/samples/clinical_named.parquet",
+        plain=samples_path("clinical"),
+        named=samples_path("clinical_named"),
     log:
-        "logs/select_samples.log",
+        result("logs/select_samples.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        samples=config.get("samples", {}),
-        code=module_digest("mlmia.samples"),
+        samples=config["samples"],
+        code=module_digest("mlmia.world.samples", "mlmia.data.manifest"),
     script:
         "../workflow/scripts/select_samples.py"
+
+
+rule train_tokenizer:
+    input:
+        list(CORPUS_TABLES.values()),
+    output:
+        directory(result("models/tokenizer")),
+    log:
+        result("logs/train_tokenizer.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        tokenizer=config["tokenizer"],
+        code=module_digest("mlmia.models.tokenizer"),
+    script:
+        "../workflow/scripts/train_tokenizer.py"

@@ -1,57 +1,60 @@
 # Sample sets from the user's files: the paper's processed files, raw MIMIC-III / i2b2
 # imported here first, or any corpus (bring your own).
 
+if "mimic" in RAW:
 
-rule import_mimic_notes:
-    input:
-        noteevents=RAW.get("mimic", {}).get("noteevents", []),
-        member_lists=RAW.get("mimic", {}).get("member_lists", []),
-        names=RAW.get("mimic", {}).get("names", []),
-    output:
-        **raw_outputs("mimic"),
-    log:
-        "logs/raw/import_mimic_notes.log",
-    benchmark:
-        "benchmarks/raw/import_mimic_notes.tsv"
-    conda:
-        "../envs/mlmia.yaml"
-    params:
-        categories=RAW.get("mimic", {}).get("categories", ["Discharge summary"]),
-        patients=RAW.get("mimic", {}).get("patients", {}),
-        seed=RAW.get("seed", 0),
-        code=module_digest("mlmia.raw"),
-    script:
-        "../workflow/scripts/import_mimic_notes.py"
+    rule import_mimic_notes:
+        input:
+            noteevents=RAW["mimic"]["noteevents"],
+            member_lists=RAW["mimic"]["member_lists"],
+            names=RAW["mimic"].get("names", []),
+        output:
+            **STUDY.raw_outputs("mimic"),
+        log:
+            result("logs/raw/import_mimic_notes.log"),
+        benchmark:
+            result("benchmarks/raw/import_mimic_notes.tsv")
+        conda:
+            "../envs/mlmia.yaml"
+        params:
+            categories=RAW["mimic"]["categories"],
+            patients=RAW["mimic"]["patients"],
+            seed=RAW["seed"],
+            code=module_digest("mlmia.data.raw"),
+        script:
+            "../workflow/scripts/import_mimic_notes.py"
 
 
-rule import_i2b2_notes:
-    input:
-        xml=RAW.get("i2b2", {}).get("xml", []),
-    output:
-        **raw_outputs("i2b2"),
-    log:
-        "logs/raw/import_i2b2_notes.log",
-    benchmark:
-        "benchmarks/raw/import_i2b2_notes.tsv"
-    conda:
-        "../envs/mlmia.yaml"
-    params:
-        patients=RAW.get("i2b2", {}).get("patients", {}),
-        seed=RAW.get("seed", 0),
-        code=module_digest("mlmia.raw"),
-    script:
-        "../workflow/scripts/import_i2b2_notes.py"
+if "i2b2" in RAW:
+
+    rule import_i2b2_notes:
+        input:
+            xml=RAW["i2b2"]["xml"],
+        output:
+            **STUDY.raw_outputs("i2b2"),
+        log:
+            result("logs/raw/import_i2b2_notes.log"),
+        benchmark:
+            result("benchmarks/raw/import_i2b2_notes.tsv")
+        conda:
+            "../envs/mlmia.yaml"
+        params:
+            patients=RAW["i2b2"]["patients"],
+            seed=RAW["seed"],
+            code=module_digest("mlmia.data.raw"),
+        script:
+            "../workflow/scripts/import_i2b2_notes.py"
 
 
 rule prepare_dataset:
     input:
         unpack(dataset_inputs),
     output:
-        "results/samples/{dataset}.parquet",
+        result("samples/{dataset}.parquet"),
     log:
-        "logs/prepare_dataset/{dataset}.log",
+        result("logs/prepare_dataset/{dataset}.log"),
     benchmark:
-        "benchmarks/prepare_dataset/{dataset}.tsv"
+        result("benchmarks/prepare_dataset/{dataset}.tsv")
     wildcard_constraints:
         dataset=DATASETS_PATTERN,
     conda:
@@ -59,7 +62,10 @@ rule prepare_dataset:
     params:
         spec=lambda wildcards: DATASETS[wildcards.dataset],
         key="datasets.{dataset}",
-        tokenizer=lambda wildcards: dataset_tokenizer(wildcards.dataset),
-        code=module_digest("mlmia.datasets", "mlmia.io"),
+        tokenizer=lambda wildcards: STUDY.dataset_tokenizer(wildcards.dataset),
+        requirements=lambda wildcards: STUDY.dataset_requirements(wildcards.dataset),
+        code=module_digest(
+            "mlmia.data.datasets", "mlmia.data.manifest", "mlmia.core.io"
+        ),
     script:
         "../workflow/scripts/prepare_dataset.py"

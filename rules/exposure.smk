@@ -2,17 +2,20 @@ rule exposure:
     input:
         unpack(exposure_inputs),
     output:
-        "results/exposure/{experiment}.parquet",
+        result("exposure/{experiment}.parquet"),
     log:
-        "logs/exposure/{experiment}.log",
+        result("logs/exposure/{experiment}.log"),
     benchmark:
-        "benchmarks/exposure/{experiment}.tsv"
+        result("benchmarks/exposure/{experiment}.tsv")
     conda:
         "../envs/mlmia.yaml"
     params:
-        alpha=lambda wildcards: exposure_alpha(wildcards.experiment),
-        settings=config.get("exposure", {}),
-        embedding_model=lambda wildcards: exposure_model(),
-        code=module_digest("mlmia.exposure"),
+        settings=lambda wildcards: STUDY.exposure_settings(wildcards.experiment),
+        embedding_model=lambda wildcards: STUDY.model_dir(
+            config["exposure"]["embedding_model"]
+        ),
+        code=module_digest(
+            "mlmia.memorization", "mlmia.models.loading", *attack_modules()
+        ),
     script:
         "../workflow/scripts/exposure.py"

@@ -1,30 +1,30 @@
 rule render_figure:
     input:
-        unpack(figure_inputs),
+        unpack(lambda wildcards: STUDY.figure_inputs(wildcards.figure)),
     output:
         png=report(
-            "results/figures/{figure}.png",
+            result("figures/{figure}.png"),
             category="Figures",
             caption="../report/figure.rst",
         ),
-        pdf="results/figures/{figure}.pdf",
+        pdf=result("figures/{figure}.pdf"),
     log:
-        "logs/render_figure/{figure}.log",
+        result("logs/render_figure/{figure}.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        spec=lambda wildcards: FIGURES[wildcards.figure],
-        style=config.get("figure_style", {}),
-        code=module_digest("mlmia.figures"),
+        spec=lambda wildcards: STUDY.figures[wildcards.figure],
+        style=config["figure_style"],
+        code=module_digest("mlmia.report.figures", *attack_modules()),
     script:
         "../workflow/scripts/render_figure.py"
 
 
-# Named targets: `snakemake fig5` draws results/figures/fig5.{png,pdf}.
-for figure_name in FIGURES:
+# Named targets: `snakemake fig5` draws results/<run>/figures/fig5.{png,pdf}.
+for figure_name in STUDY.figures:
 
     rule:
         name:
             figure_name
         input:
-            figure_outputs(figure_name),
+            STUDY.figure_outputs(figure_name),

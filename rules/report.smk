@@ -1,43 +1,76 @@
+# The default target group's tables only: `snakemake` must not need the zoo's or DP's models.
 rule paper_comparison:
     input:
-        [f"results/tables/{table}.csv" for table in TABLES],
+        [
+            result(f"tables/{table}.csv")
+            for table in STUDY.tables
+            if STUDY.group(table) == "default"
+        ],
     output:
         report(
-            "results/paper_comparison.md",
+            result("paper_comparison.md"),
             category="Comparison with the paper",
             caption="../report/comparison.rst",
         ),
     log:
-        "logs/paper_comparison.log",
+        result("logs/paper_comparison.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        world=config.get("world", "imported scores"),
-        code=module_digest("mlmia.comparison"),
+        world=config["world"],
+        code=module_digest("mlmia.report.comparison", "mlmia.report.tables"),
     script:
         "../workflow/scripts/paper_comparison.py"
 
 
 rule findings:
     input:
-        findings_inputs,
+        unpack(lambda wildcards: STUDY.findings_inputs()),
     output:
-        table="results/findings.csv",
+        table=result("findings.csv"),
         markdown=report(
-            "results/findings.md",
-            category="Findings of the paper",
+            result("findings.md"),
+            category="Findings",
             caption="../report/findings.rst",
         ),
     log:
-        "logs/findings.log",
+        result("logs/findings.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        findings=TABLES_SPEC.get("findings", []),
-        levels=lambda wildcards: {
-            name: EXPERIMENTS[name].level for name in findings_experiments()
-        },
-        world=config.get("world", "imported scores"),
-        code=module_digest("mlmia.findings"),
+        checks=STUDY.finding_checks("default"),
+        world=config["world"],
+        code=module_digest("mlmia.report.findings", "mlmia.metrics.bootstrap"),
     script:
         "../workflow/scripts/findings.py"
+
+
+# The findings of a named target group (`snakemake zoo`): findings_<group>.{md,csv}.
+rule group_findings:
+    input:
+        unpack(lambda wildcards: STUDY.findings_inputs(wildcards.group)),
+    output:
+        table=result("findings_{group}.csv"),
+        markdown=result("findings_{group}.md"),
+    log:
+        result("logs/findings_{group}.log"),
+    wildcard_constraints:
+        group=name_pattern([g for g in STUDY.groups() if g != "default"]),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        checks=lambda wildcards: STUDY.finding_checks(wildcards.group),
+        world=config["world"],
+        code=module_digest("mlmia.report.findings", "mlmia.metrics.bootstrap"),
+    script:
+        "../workflow/scripts/findings.py"
+
+
+# Named target groups: `snakemake zoo` builds the zoo's tables, figures and findings.
+for group_name in STUDY.groups()[1:]:
+
+    rule:
+        name:
+            group_name
+        input:
+            STUDY.targets(group_name),

@@ -1,38 +1,37 @@
 rule render_table:
     input:
-        table_metric_inputs,
+        unpack(lambda wildcards: STUDY.table_inputs(wildcards.table)),
     output:
         csv=report(
-            "results/tables/{table}.csv",
+            result("tables/{table}.csv"),
             category="Tables",
             caption="../report/table.rst",
         ),
-        md="results/tables/{table}.md",
-        tex="results/tables/{table}.tex",
+        md=result("tables/{table}.md"),
+        tex=result("tables/{table}.tex"),
     log:
-        "logs/render_table/{table}.log",
+        result("logs/render_table/{table}.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        spec=lambda wildcards: TABLES_SPEC["tables"][wildcards.table],
-        row_sets=ROW_SETS,
+        spec=lambda wildcards: STUDY.tables[wildcards.table],
+        rows=lambda wildcards: STUDY.rows(wildcards.table),
         experiments=lambda wildcards: {
-            name: EXPERIMENTS[name] for name in table_experiments(wildcards.table)
+            name: STUDY.experiments[name]
+            for name in STUDY.table_experiments(wildcards.table)
         },
-        paper_values=lambda wildcards: {
-            wildcards.table: PAPER_VALUES.get(wildcards.table, {})
-        },
-        protocols=config["metrics"].get("protocols", ["published", "corrected"]),
-        code=module_digest("mlmia.tables"),
+        paper_values=lambda wildcards: STUDY.paper_values.get(wildcards.table, {}),
+        protocols=config["metrics"]["protocols"],
+        code=module_digest("mlmia.report.tables", "mlmia.study"),
     script:
         "../workflow/scripts/render_table.py"
 
 
-# Named targets: `snakemake table2` renders results/tables/table2.{csv,md,tex}.
-for table_name in TABLES:
+# Named targets: `snakemake table2` renders results/<run>/tables/table2.{csv,md,tex}.
+for table_name in STUDY.tables:
 
     rule:
         name:
             table_name
         input:
-            table_outputs(table_name),
+            STUDY.table_outputs(table_name),

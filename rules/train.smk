@@ -1,39 +1,29 @@
-rule train_tokenizer:
-    input:
-        corpus_tables,
-    output:
-        directory("results/models/tokenizer"),
-    log:
-        "logs/train_tokenizer.log",
-    conda:
-        "../envs/mlmia.yaml"
-    params:
-        tokenizer=config.get("tokenizer", {}),
-        code=module_digest("mlmia.train"),
-    script:
-        "../workflow/scripts/train_tokenizer.py"
+# One training rule for every model the workflow trains: the world's targets and
+# references, the reference pool (LiRA, RMIA) and the shadow protocol's models.
 
 
 rule train_model:
     input:
         unpack(train_inputs),
     output:
-        directory("results/models/{model}"),
+        directory(result("models/{model}")),
     log:
-        "logs/train/{model}.log",
+        result("logs/train/{model}.log"),
     benchmark:
-        "benchmarks/train/{model}.tsv"
+        result("benchmarks/train/{model}.tsv")
     wildcard_constraints:
         model=TRAINED_PATTERN,
     conda:
         "../envs/mlmia.yaml"
-    threads: config.get("training", {}).get("threads", 1)
+    threads: config["training"]["threads"]
     resources:
-        mem_mb=config.get("training", {}).get("mem_mb", 3000),
+        mem_mb=config["training"]["mem_mb"],
     params:
-        model=lambda wildcards: MODELS[wildcards.model],
+        model=lambda wildcards: STUDY.training_spec(wildcards.model)["settings"],
         name="{model}",
-        device=config.get("training", {}).get("device", "auto"),
-        code=module_digest("mlmia.train"),
+        device=config["training"]["device"],
+        code=module_digest(
+            "mlmia.models.training", "mlmia.models.loading", "mlmia.defences.dp_sgd"
+        ),
     script:
         "../workflow/scripts/train_model.py"

@@ -124,6 +124,15 @@ def ci_run(tmp_path_factory):
     return run_config(tmp_path_factory.mktemp("embedded"), "ci.yaml")
 
 
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """The whole default run (config/config.yaml) in a temp copy: slow (as long as `make run`),
+    for the tests marked slow only."""
+    from workflow_helpers import run_config
+
+    return run_config(tmp_path_factory.mktemp("default"), "config.yaml")
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny models run fastest on one thread, and a busy 2-core machine makes 2 threads crawl."""

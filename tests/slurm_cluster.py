@@ -198,7 +198,11 @@ class SlurmCluster:
     def _spawn(self, name: str, cmd: list[str]) -> None:
         out = open(self.log / f"{name}.out", "w")
         self.procs[name] = subprocess.Popen(
-            cmd, env=self.env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cmd,
+            env=self.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
 
@@ -213,15 +217,20 @@ class SlurmCluster:
             time.sleep(0.2)
         raise RuntimeError(f"timed out waiting for {what}\n{self.logs()}")
 
-    def start(self, timeout: float = 60) -> "SlurmCluster":
+    def start(self, timeout: float = 60) -> SlurmCluster:
         self._write_files()
         r = self.root
         self._spawn(
             "munged",
             [
-                "munged", "--foreground", "--force", f"--socket={self.munge_socket}",
-                f"--key-file={r}/munge/munge.key", f"--pid-file={r}/run/munged.pid",
-                f"--log-file={self.log}/munged.log", f"--seed-file={r}/munge/munged.seed",
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={self.munge_socket}",
+                f"--key-file={r}/munge/munge.key",
+                f"--pid-file={r}/run/munged.pid",
+                f"--log-file={self.log}/munged.log",
+                f"--seed-file={r}/munge/munged.seed",
                 "--num-threads=2",
             ],
         )
@@ -266,7 +275,7 @@ class SlurmCluster:
             proc = self.procs.get(name)
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for name, proc in self.procs.items():
+        for proc in self.procs.values():
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -279,7 +288,7 @@ class SlurmCluster:
                 pass
         self.procs.clear()
 
-    def __enter__(self) -> "SlurmCluster":
+    def __enter__(self) -> SlurmCluster:
         try:
             return self.start()
         except BaseException:

@@ -17,52 +17,88 @@ import pandas as pd
 import pytest
 import yaml
 from faker.providers.lorem.en_US import Provider as LoremProvider
-
-from mlmia.train import train_mlm, train_tokenizer
 from workflow_helpers import copy_workflow, run_snakemake
+
+from mlmia.models.tokenizer import train_tokenizer
+from mlmia.models.training import train_mlm
 
 # faker's English word list: real words, no structure between them in a record
 WORDS = sorted(set(LoremProvider.word_list))[:300]
-TINY = {"hidden_size": 48, "num_layers": 2, "num_heads": 2, "intermediate_size": 96, "batch_size": 16,
-        "lr": 3e-3, "epochs": 45, "warmup_ratio": 0.05, "seed": 0, "dropout": 0.0, "crop_prob": 0.0}
+TINY = {
+    "hidden_size": 48,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 96,
+    "batch_size": 16,
+    "lr": 3e-3,
+    "epochs": 45,
+    "warmup_ratio": 0.05,
+    "seed": 0,
+    "dropout": 0.0,
+    "crop_prob": 0.0,
+}
+
+
+# every text carries this word: it must reach no log, benchmark, table, figure or report
+MARKER = "zqxmarker"
 
 
 def record(rng: random.Random) -> str:
     """A canary: 12-18 random words. Nothing in it can be predicted from the others except
     by having seen the record itself, so only memorisation lowers a member's loss."""
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 18))).capitalize() + "."
+    words = [rng.choice(WORDS) for _ in range(rng.randint(12, 18))]
+    return " ".join(words).capitalize() + f" {MARKER}."
 
 
 @pytest.fixture(scope="module")
 def audit_run(tmp_path_factory):
     rng = random.Random(7)
     texts = list(dict.fromkeys(record(rng) for _ in range(800)))
-    members, heldin, heldout, public, reference, control = (texts[i * 100:(i + 1) * 100] for i in range(6))
+    members, heldin, heldout, public, reference, control = (texts[i * 100 : (i + 1) * 100] for i in range(6))
     root = copy_workflow(tmp_path_factory.mktemp("byo"))
     data = root / "userdata"
     data.mkdir()
     # the user's own files: training split labels in a column, the rest one file per role
-    pd.DataFrame({"user": [f"u{i // 4}" for i in range(200)], "body": members + heldin,
-                  "split": ["train"] * 100 + ["known"] * 100, "origin": "clinic"}).to_csv(data / "train.csv", index=False)
-    (data / "heldout.jsonl").write_text("".join(json.dumps({"user": f"h{i // 4}", "body": t}) + "\n"
-                                                for i, t in enumerate(heldout)))
+    pd.DataFrame(
+        {
+            "user": [f"u{i // 4}" for i in range(200)],
+            "body": members + heldin,
+            "split": ["train"] * 100 + ["known"] * 100,
+            "origin": "clinic",
+        }
+    ).to_csv(data / "train.csv", index=False)
+    (data / "heldout.jsonl").write_text(
+        "".join(json.dumps({"user": f"h{i // 4}", "body": t}) + "\n" for i, t in enumerate(heldout))
+    )
     pd.DataFrame({"user": [f"p{i // 4}" for i in range(100)], "body": public}).to_parquet(data / "public.parquet")
     train_tokenizer(texts, root / "tok", vocab_size=400, min_frequency=1)
     for name, corpus in (("target", members + heldin), ("control", control), ("reference", reference)):
         train_mlm(corpus, root / "tok", root / "models" / name, config=TINY, threads=1)
     config = {
+        "run": "planted",
         "world": "planted members (test)",
-        "datasets": {"notes": {
-            "root": "userdata",
-            "columns": {"text": "body", "group": "user", "role": "split", "source": "origin"},
-            "role_names": {"train": "member", "known": "member_heldin"},
-            "files": [{"path": "train.csv"}, {"path": "heldout.jsonl", "role": "nonmember", "source": "clinic"},
-                      {"path": "public.parquet", "role": "population", "source": "public"}],
-            "shards": 2,
-        }},
+        "datasets": {
+            "notes": {
+                "root": "userdata",
+                "columns": {"text": "body", "group": "user", "role": "split", "source": "origin"},
+                "role_names": {"train": "member", "known": "member_heldin"},
+                "files": [
+                    {"path": "train.csv"},
+                    {"path": "heldout.jsonl", "role": "nonmember", "source": "clinic"},
+                    {"path": "public.parquet", "role": "population", "source": "public"},
+                ],
+                "shards": 2,
+            }
+        },
         "models": {name: {"path": f"models/{name}"} for name in ("target", "control", "reference")},
-        "audit": {"dataset": "notes", "targets": ["target", "control"], "references": ["reference"],
-                  "nonmembers": ["clinic"], "population": "public", "levels": ["sample", "patient"]},
+        "audit": {
+            "dataset": "notes",
+            "targets": ["target", "control"],
+            "references": ["reference"],
+            "nonmembers": ["clinic"],
+            "population": "public",
+            "levels": ["sample", "patient"],
+        },
         "scoring": {"k": 5, "seed": 0, "shard_size": 1000, "threads": 1},
         "metrics": {"protocols": ["corrected"], "draws": 5, "seed": 2, "bootstrap": 50, "fprs": [0.01, 0.1]},
     }
@@ -72,39 +108,66 @@ def audit_run(tmp_path_factory):
 
 
 def test_audit_finds_planted_members_and_nothing_in_the_control(audit_run):
-    table = pd.read_csv(audit_run / "results" / "tables" / "audit.csv")
-    auc = table[(table["metric"] == "auc") & (table["level"] == "sample")].set_index(["target", "method"])["value"]
+    table = pd.read_csv(audit_run / "results" / "planted" / "tables" / "audit.csv")
+    auc = table[(table["metric"] == "auc") & (table["level"] == "sample")].set_index(["target", "attack"])["value"]
     # the target memorised its 100 members over 45 epochs: both attacks find them
-    assert auc["target", "lr"] > 0.8 and auc["target", "loss"] > 0.75
+    assert auc["target", "likelihood_ratio"] > 0.8 and auc["target", "loss"] > 0.75
     # the control never saw them: chance, up to sampling noise on 100 + 100 samples
-    assert abs(auc["control", "lr"] - 0.5) < 0.12
+    assert abs(auc["control", "likelihood_ratio"] - 0.5) < 0.12
     assert abs(auc["control", "loss"] - 0.5) < 0.12
+    # the table says how many samples and patients each role holds, and nothing of a paper
+    counts = table[table["metric"] == "n_samples"].set_index(["header", "role"])["value"]
+    assert counts["target, sample", "member"] == 100 and counts["target, sample", "population"] == 100
+    patients = table[table["metric"] == "n_patients"].set_index(["header", "role"])["value"]
+    assert patients["target, sample", "member"] == 25  # 4 samples per user
+    markdown = (audit_run / "results" / "planted" / "tables" / "audit.md").read_text()
+    assert "| samples (member) | 100 |" in markdown and "paper" not in markdown.lower()
     # one column per (target, level), headed by what varies
-    assert sorted(table["header"].unique()) == ["control, patient", "control, sample", "target, patient",
-                                                "target, sample"]
+    assert sorted(table["header"].unique()) == [
+        "control, patient",
+        "control, sample",
+        "target, patient",
+        "target, sample",
+    ]
 
 
 def test_audit_reads_every_user_file_with_its_roles(audit_run):
-    samples = pd.read_parquet(audit_run / "results" / "samples" / "notes.parquet")
+    samples = pd.read_parquet(audit_run / "results" / "planted" / "samples" / "notes.parquet")
     counts = samples.groupby(["role", "source"]).size().to_dict()
-    assert counts == {("member", "clinic"): 100, ("member_heldin", "clinic"): 100,
-                      ("nonmember", "clinic"): 100, ("population", "public"): 100}
+    assert counts == {
+        ("member", "clinic"): 100,
+        ("member_heldin", "clinic"): 100,
+        ("nonmember", "clinic"): 100,
+        ("population", "public"): 100,
+    }
     assert samples["sample_id"].is_unique
     for name in ("audit_roc", "audit_roc_log", "audit_hist"):
-        assert (audit_run / "results" / "figures" / f"{name}.png").stat().st_size > 10_000
+        assert (audit_run / "results" / "planted" / "figures" / f"{name}.png").stat().st_size > 10_000
 
 
 def test_an_unknown_role_label_stops_the_audit_with_one_line(tmp_path, tiny_bert_dir, tiny_bert_dir_b):
     root = copy_workflow(tmp_path)
     rows = ["patient admitted with chest pain and shortness of breath history hypertension"] * 2
-    pd.DataFrame({"user": ["a", "b"], "body": [r + f" {i}" for i, r in enumerate(rows)],
-                  "split": ["train", "validation"]}).to_csv(root / "samples.csv", index=False)
+    pd.DataFrame(
+        {"user": ["a", "b"], "body": [r + f" {i}" for i, r in enumerate(rows)], "split": ["train", "validation"]}
+    ).to_csv(root / "samples.csv", index=False)
     config = {
-        "datasets": {"notes": {"columns": {"text": "body", "group": "user", "role": "split"},
-                               "role_names": {"train": "member"}, "files": [{"path": "samples.csv", "source": "x"}]}},
+        "run": "bad",
+        "datasets": {
+            "notes": {
+                "columns": {"text": "body", "group": "user", "role": "split"},
+                "role_names": {"train": "member"},
+                "files": [{"path": "samples.csv", "source": "x"}],
+            }
+        },
         "models": {"target": {"path": str(tiny_bert_dir)}, "reference": {"path": str(tiny_bert_dir_b)}},
-        "audit": {"dataset": "notes", "targets": ["target"], "references": ["reference"], "nonmembers": ["x"],
-                  "population": "x"},
+        "audit": {
+            "dataset": "notes",
+            "targets": ["target"],
+            "references": ["reference"],
+            "nonmembers": ["x"],
+            "population": "x",
+        },
         "scoring": {"k": 2, "shard_size": 10},
         "metrics": {"protocols": ["corrected"]},
     }
@@ -113,5 +176,19 @@ def test_an_unknown_role_label_stops_the_audit_with_one_line(tmp_path, tiny_bert
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("mlmia: error:")]
     assert len(errors) == 1
-    assert "samples.csv" in errors[0] and "validation" in errors[0] and "row 2" in errors[0]
-    assert not (root / "results" / "samples" / "notes.parquet").exists()
+    assert "samples.csv" in errors[0] and "row 2" in errors[0] and "column 'split'" in errors[0]
+    assert "validation" not in errors[0]  # a cell's content is never printed
+    assert not (root / "results" / "bad" / "samples" / "notes.parquet").exists()
+
+
+def test_no_text_reaches_a_log_table_figure_or_the_report(audit_run):
+    run_snakemake(audit_run, "--configfile", "byo.yaml", "--report", "results/planted/report.html")
+    assert (audit_run / "results/planted/report.html").stat().st_size > 10_000
+    checked, leaked = 0, []
+    for path in [*(audit_run / "results").rglob("*"), *(audit_run / ".snakemake" / "log").glob("*")]:
+        if path.is_file() and "samples" not in path.parts:  # the sample table holds the text, by design
+            checked += 1
+            if MARKER.encode() in path.read_bytes():
+                leaked.append(str(path.relative_to(audit_run)))
+    assert checked > 50 and not leaked, leaked
+    assert MARKER.encode() in (audit_run / "results/planted/samples/notes.parquet").read_bytes()  # the check can fail

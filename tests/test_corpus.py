@@ -3,8 +3,9 @@
 import pandas as pd
 import pytest
 
-from mlmia.corpus import build_world, corpus_settings, length_bucket, write_world
-from mlmia.errors import UserError
+from mlmia.core.errors import UserError
+from mlmia.data.manifest import length_bucket
+from mlmia.world.corpus import build_world, corpus_settings, write_world
 
 TINY = {
     "seed": 0,
@@ -130,7 +131,7 @@ def test_write_world(tmp_path):
 
 
 def test_general_corpus_mixes_news_with_the_asked_share_of_medical_prose():
-    from mlmia.corpus import general_sentences
+    from mlmia.world.corpus import general_sentences
 
     news = set(general_sentences())
     world = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.25, "note_share": 0.0}})

@@ -5,19 +5,18 @@ import logging
 
 import pandas as pd
 import pytest
-
 from conftest import build_tiny_tokenizer
-from mlmia.datasets import DATASET_COLUMNS, assign_lengths, read_dataset
-from mlmia.errors import UserError
-from mlmia.samples import MANIFEST_COLUMNS, content_tokens
+
+from mlmia.core.errors import UserError
+from mlmia.data.datasets import DATASET_COLUMNS, assign_lengths, read_dataset
+from mlmia.data.manifest import MANIFEST_COLUMNS
+from mlmia.models.tokenizer import content_tokens
 
 KEY = "datasets.mine"
 
 # the paper's processed format: header, column 0 the patient id, column 3 the text
 PAPER_CSV = (
-    "patient_id,note_id,sentence,text\n"
-    "007,11,0,  patient admitted with chest pain  \n"
-    '12,13,4,"denies fever, cough"\n'
+    'patient_id,note_id,sentence,text\n007,11,0,  patient admitted with chest pain  \n12,13,4,"denies fever, cough"\n'
 )
 
 
@@ -62,25 +61,48 @@ def test_every_format_names_positions_role_column_and_role_names(tmp_path):
     pd.DataFrame({"text": ["fifth text"], "patient": [42], "origin": ["i2b2"]}).to_parquet(tmp_path / "table.parquet")
     # JSONL with a role column holding a ROLES name directly
     (tmp_path / "lines.jsonl").write_text(
-        json.dumps({"t": "sixth text", "g": "p6", "r": "population"}) + "\n"
-        + json.dumps({"t": " seventh text ", "g": 7, "r": "heldout"}) + "\n"
+        json.dumps({"t": "sixth text", "g": "p6", "r": "population"})
+        + "\n"
+        + json.dumps({"t": " seventh text ", "g": 7, "r": "heldout"})
+        + "\n"
     )
     common = {"role_names": {"train": "member", "heldout": "nonmember"}}
     specs = [
-        ({"columns": {"text": "body", "group": "pid", "role": "split", "id": "uid"},
-          "files": [{"path": "named.csv", "source": "mimic"}]},
-         [("a1", "p1", "first text", "member", "mimic", None), ("a2", "p2", "second text", "nonmember", "mimic", None)]),
-        ({"header": False, "columns": {"text": 1, "group": 0},
-          "files": [{"path": "plain.tsv", "role": "heldout", "source": "mimic", "length": "short"}]},
-         [("plain:0", "p3", "third text", "nonmember", "mimic", "short"),
-          ("plain:1", "p4", "fourth text", "nonmember", "mimic", "short")]),
-        ({"columns": {"text": "text", "group": "patient", "source": "origin"},
-          "files": [{"path": "table.parquet", "role": "population"}]},
-         [("table:0", "42", "fifth text", "population", "i2b2", None)]),
-        ({"columns": {"text": "t", "group": "g", "role": "r"},
-          "files": [{"path": "lines.jsonl", "source": "i2b2"}]},
-         [("lines:0", "p6", "sixth text", "population", "i2b2", None),
-          ("lines:1", "7", "seventh text", "nonmember", "i2b2", None)]),
+        (
+            {
+                "columns": {"text": "body", "group": "pid", "role": "split", "id": "uid"},
+                "files": [{"path": "named.csv", "source": "mimic"}],
+            },
+            [
+                ("a1", "p1", "first text", "member", "mimic", None),
+                ("a2", "p2", "second text", "nonmember", "mimic", None),
+            ],
+        ),
+        (
+            {
+                "header": False,
+                "columns": {"text": 1, "group": 0},
+                "files": [{"path": "plain.tsv", "role": "heldout", "source": "mimic", "length": "short"}],
+            },
+            [
+                ("plain:0", "p3", "third text", "nonmember", "mimic", "short"),
+                ("plain:1", "p4", "fourth text", "nonmember", "mimic", "short"),
+            ],
+        ),
+        (
+            {
+                "columns": {"text": "text", "group": "patient", "source": "origin"},
+                "files": [{"path": "table.parquet", "role": "population"}],
+            },
+            [("table:0", "42", "fifth text", "population", "i2b2", None)],
+        ),
+        (
+            {"columns": {"text": "t", "group": "g", "role": "r"}, "files": [{"path": "lines.jsonl", "source": "i2b2"}]},
+            [
+                ("lines:0", "p6", "sixth text", "population", "i2b2", None),
+                ("lines:1", "7", "seventh text", "nonmember", "i2b2", None),
+            ],
+        ),
     ]
     for spec, expected in specs:
         assert manifest_rows(read_dataset({**common, **spec}, tmp_path, KEY)) == expected
@@ -88,22 +110,29 @@ def test_every_format_names_positions_role_column_and_role_names(tmp_path):
 
 def test_explicit_format_overrides_the_extension(tmp_path):
     (tmp_path / "data.txt").write_text("g\tt\np1\tsome text\n")
-    spec = {"format": "tsv", "columns": {"text": "t", "group": "g"},
-            "files": [{"path": "data.txt", "role": "member", "source": "mimic"}]}
+    spec = {
+        "format": "tsv",
+        "columns": {"text": "t", "group": "g"},
+        "files": [{"path": "data.txt", "role": "member", "source": "mimic"}],
+    }
     assert manifest_rows(read_dataset(spec, tmp_path, KEY)) == [("data:0", "p1", "some text", "member", "mimic", None)]
 
 
 def test_per_file_role_wins_over_the_role_column(tmp_path):
     (tmp_path / "a.csv").write_text("g,t,r\np1,x text,member\n")
-    spec = {"columns": {"text": "t", "group": "g", "role": "r"},
-            "files": [{"path": "a.csv", "role": "population", "source": "i2b2"}]}
+    spec = {
+        "columns": {"text": "t", "group": "g", "role": "r"},
+        "files": [{"path": "a.csv", "role": "population", "source": "i2b2"}],
+    }
     assert read_dataset(spec, tmp_path, KEY)["role"].tolist() == ["population"]
 
 
 def test_absolute_paths_and_no_root(tmp_path):
     (tmp_path / "a.csv").write_text("g,t\np1,x text\n")
-    spec = {"columns": {"text": "t", "group": "g"},
-            "files": [{"path": str(tmp_path / "a.csv"), "role": "member", "source": "mimic"}]}
+    spec = {
+        "columns": {"text": "t", "group": "g"},
+        "files": [{"path": str(tmp_path / "a.csv"), "role": "member", "source": "mimic"}],
+    }
     assert read_dataset(spec)["sample_id"].tolist() == ["a:0"]
 
 
@@ -112,7 +141,10 @@ def test_absolute_paths_and_no_root(tmp_path):
 
 
 def simple_spec(path="a.csv", **file_keys):
-    return {"columns": {"text": "t", "group": "g"}, "files": [{"path": path, "role": "member", "source": "mimic", **file_keys}]}
+    return {
+        "columns": {"text": "t", "group": "g"},
+        "files": [{"path": path, "role": "member", "source": "mimic", **file_keys}],
+    }
 
 
 def test_missing_file(tmp_path):
@@ -165,10 +197,13 @@ def test_empty_group_id(tmp_path):
 
 def test_unknown_role_label(tmp_path):
     (tmp_path / "a.csv").write_text("g,t,r\np1,x text,train\np2,y text,dev\n")
-    spec = {"columns": {"text": "t", "group": "g", "role": "r"}, "role_names": {"train": "member", "heldout": "nonmember"},
-            "files": [{"path": "a.csv", "source": "mimic"}]}
+    spec = {
+        "columns": {"text": "t", "group": "g", "role": "r"},
+        "role_names": {"train": "member", "heldout": "nonmember"},
+        "files": [{"path": "a.csv", "source": "mimic"}],
+    }
     assert error(spec, tmp_path) == (
-        f"{tmp_path / 'a.csv'}: row 2: unknown role label 'dev' "
+        f"{tmp_path / 'a.csv'}: row 2: column 'r': unknown role label "
         f"(known roles: member, member_heldin, nonmember, population; {KEY}.role_names maps: train, heldout)"
     )
     bad_file_role = simple_spec()
@@ -192,12 +227,15 @@ def test_file_without_source(tmp_path):
     assert "has no source" in error(spec, tmp_path)
 
 
-def test_no_rows_at_all(tmp_path):
-    (tmp_path / "a.csv").write_text("g,t\n")
-    (tmp_path / "b.csv").write_text("")
+def test_a_file_without_rows_is_refused(tmp_path):
+    (tmp_path / "a.csv").write_text("g,t\np1,x text\n")
+    (tmp_path / "b.csv").write_text("g,t\n")  # a header and no row
     spec = simple_spec()
     spec["files"].append({"path": "b.csv", "role": "nonmember", "source": "mimic"})
-    assert error(spec, tmp_path) == f"{KEY}: no rows in any of its 2 file(s)"
+    assert (
+        error(spec, tmp_path)
+        == f"{tmp_path / 'b.csv'}: no rows ({KEY}.files[1]): give it samples or leave it out of the list"
+    )
 
 
 def test_duplicate_sample_ids_name_both_files(tmp_path):
@@ -222,17 +260,29 @@ def test_duplicate_ids_within_one_file(tmp_path):
 @pytest.mark.parametrize(
     "change, expected",
     [
-        ({"colums": {}},
-         f"{KEY}: unknown key(s) colums (known: format, header, columns, files, role_names, root, tokenizer, shards)"),
+        (
+            {"colums": {}},
+            f"{KEY}: unknown key(s) colums (known: format, header, columns, files, role_names, root, tokenizer, shards)",
+        ),
         ({"columns": {"text": "t"}}, f"{KEY}.columns.group: missing (a column name or a 0-based position)"),
-        ({"columns": {"text": "t", "group": -1}}, f"{KEY}.columns.group: must be a column name or a 0-based position, got -1"),
-        ({"columns": {"text": "t", "group": True}}, f"{KEY}.columns.group: must be a column name or a 0-based position, got True"),
+        (
+            {"columns": {"text": "t", "group": -1}},
+            f"{KEY}.columns.group: must be a column name or a 0-based position, got -1",
+        ),
+        (
+            {"columns": {"text": "t", "group": True}},
+            f"{KEY}.columns.group: must be a column name or a 0-based position, got True",
+        ),
         ({"header": "yes"}, f"{KEY}.header: must be true or false, got 'yes'"),
         ({"files": []}, f"{KEY}.files: must be a non-empty list of {{path: ...}} entries"),
-        ({"files": [{"path": "a.csv", "role": "member", "source": "x", "length": "medium"}]},
-         f"{KEY}.files[0].length: must be one of short, long or null, got 'medium'"),
-        ({"role_names": {"train": "members"}},
-         f"{KEY}.role_names.train: unknown role 'members' (known roles: member, member_heldin, nonmember, population)"),
+        (
+            {"files": [{"path": "a.csv", "role": "member", "source": "x", "length": "medium"}]},
+            f"{KEY}.files[0].length: must be one of short, long or null, got 'medium'",
+        ),
+        (
+            {"role_names": {"train": "members"}},
+            f"{KEY}.role_names.train: unknown role 'members' (known roles: member, member_heldin, nonmember, population)",
+        ),
     ],
 )
 def test_bad_spec_names_the_key(tmp_path, change, expected):
@@ -258,7 +308,7 @@ def words(n):
     return " ".join(["patient"] * n)
 
 
-def test_assign_lengths_keeps_file_buckets_and_drops_the_rest(tokenizer, caplog):
+def test_assign_lengths_keeps_file_buckets_and_every_sample(tokenizer, caplog):
     manifest = pd.DataFrame(
         {
             "sample_id": [f"s{i}" for i in range(7)],
@@ -269,29 +319,38 @@ def test_assign_lengths_keeps_file_buckets_and_drops_the_rest(tokenizer, caplog)
             "length": [None, None, None, None, "long", "short", None],
         }
     )
-    logger = logging.getLogger("mlmia.datasets")
+    logger = logging.getLogger("mlmia.data.datasets")
     logger.addHandler(caplog.handler)
     try:
-        with caplog.at_level(logging.INFO, logger="mlmia.datasets"):
+        with caplog.at_level(logging.INFO, logger="mlmia.data.datasets"):
             out = assign_lengths(manifest, tokenizer)
     finally:
         logger.removeHandler(caplog.handler)
     assert list(out.columns) == MANIFEST_COLUMNS
-    assert out["sample_id"].tolist() == ["s1", "s2", "s4", "s5"]
-    assert out["length"].tolist() == ["short", "long", "long", "short"]
-    assert out["n_tokens"].tolist() == [12, 25, 12, 5]
+    # samples in no bucket stay, with no length: `lengths: [all]` means every sample
+    assert out["sample_id"].tolist() == [f"s{i}" for i in range(7)]
+    assert out["length"].tolist() == [None, "short", "long", None, "long", "short", None]
+    assert out["n_tokens"].tolist() == [5, 12, 25, 70, 12, 5, 3]
     assert out["n_tokens"].dtype == "int64"
-    assert "dropped 3 of 7 samples outside the length buckets" in caplog.text
+    assert "3 of 7 samples fall in no length bucket" in caplog.text
     assert "kept the file's length bucket for 2 samples (2 of them" in caplog.text
     # the same count as the scoring path
     assert content_tokens(tokenizer, ["aspirin 2x"]).tolist() == [3]
 
 
 def test_assign_lengths_custom_buckets(tokenizer):
-    manifest = pd.DataFrame({"sample_id": ["a", "b", "c"], "group_id": ["g"] * 3, "text": [words(3), words(8), words(9)],
-                             "role": ["member"] * 3, "source": ["mimic"] * 3, "length": [None] * 3})
+    manifest = pd.DataFrame(
+        {
+            "sample_id": ["a", "b", "c"],
+            "group_id": ["g"] * 3,
+            "text": [words(3), words(8), words(9)],
+            "role": ["member"] * 3,
+            "source": ["mimic"] * 3,
+            "length": [None] * 3,
+        }
+    )
     out = assign_lengths(manifest, tokenizer, buckets={"tiny": [1, 4], "small": [5, 8]})
-    assert out["length"].tolist() == ["tiny", "small"]
+    assert out["length"].tolist() == ["tiny", "small", None]
     with pytest.raises(UserError, match="length buckets: tiny and small overlap"):
         assign_lengths(manifest, tokenizer, buckets={"tiny": [1, 5], "small": [5, 8]})
 
@@ -300,14 +359,22 @@ def test_read_then_assign_lengths(tmp_path, tokenizer):
     (tmp_path / "m.csv").write_text(f"patient_id,note_id,sentence,text\n1,1,0,{words(15)}\n2,1,0,{words(3)}\n")
     spec = {"columns": {"group": 0, "text": 3}, "files": [{"path": "m.csv", "role": "member", "source": "mimic"}]}
     out = assign_lengths(read_dataset(spec, tmp_path, KEY), tokenizer)
-    assert [tuple(r) for r in out.itertuples(index=False)] == [("m:0", "1", words(15), "member", "mimic", "short", 15)]
+    assert [tuple(r) for r in out.itertuples(index=False)] == [
+        ("m:0", "1", words(15), "member", "mimic", "short", 15),
+        ("m:1", "2", words(3), "member", "mimic", None, 3),  # in no bucket: kept, with no length
+    ]
 
 
 def test_numeric_role_labels(tmp_path):
     # YAML `role_names: {1: member, 0: nonmember}` gives integer keys; the file's labels are numbers too
-    (tmp_path / "a.jsonl").write_text('{"t": "x text", "g": "p1", "label": 1}\n{"t": "y text", "g": "p2", "label": 0}\n')
-    spec = {"columns": {"text": "t", "group": "g", "role": "label"}, "role_names": {1: "member", 0: "nonmember"},
-            "files": [{"path": "a.jsonl", "source": "mimic"}]}
+    (tmp_path / "a.jsonl").write_text(
+        '{"t": "x text", "g": "p1", "label": 1}\n{"t": "y text", "g": "p2", "label": 0}\n'
+    )
+    spec = {
+        "columns": {"text": "t", "group": "g", "role": "label"},
+        "role_names": {1: "member", 0: "nonmember"},
+        "files": [{"path": "a.jsonl", "source": "mimic"}],
+    }
     assert read_dataset(spec, tmp_path, KEY)["role"].tolist() == ["member", "nonmember"]
 
 
@@ -320,3 +387,20 @@ def test_section_root_and_caller_keys(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.csv").write_text("g,t\np9,other text\n")
     assert read_dataset(spec, tmp_path / "sub", KEY)["group_id"].tolist() == ["p9"]
+
+
+def test_requirements_are_checked_before_scoring():
+    from mlmia.data.datasets import check_requirements
+
+    manifest = pd.DataFrame(
+        {"role": ["member", "nonmember", "nonmember"], "source": ["a", "a", "b"], "length": ["long", "short", "long"]}
+    )
+    check_requirements(manifest, [{"experiment": "e", "role": "nonmember", "source": "a", "length": "short"}], KEY)
+    with pytest.raises(UserError) as info:
+        check_requirements(manifest, [{"experiment": "e", "role": "nonmember", "source": "b", "length": "short"}], KEY)
+    assert (
+        str(info.value)
+        == f"{KEY}: experiment 'e' needs nonmember samples from source 'b' of length 'short'; the dataset has none"
+    )
+    with pytest.raises(UserError, match="needs population samples"):
+        check_requirements(manifest, [{"experiment": "e", "role": "population", "source": "a", "length": None}], KEY)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mlmia.errors import UserError
-from mlmia.importing import ScoreSet, import_manifest, import_model_scores, read_line_scores
+from mlmia.core.errors import UserError
+from mlmia.data.importing import ScoreSet, import_manifest, import_model_scores, read_line_scores
 
 SETS = [ScoreSet("members", "member", "mimic"), ScoreSet("nonmembers", "nonmember", "i2b2")]
 
@@ -16,7 +16,11 @@ def write_sets(tmp_path, counts=None, values=None):
         files[model] = {}
         for s in SETS:
             n = counts.get((model, s.name), 4)
-            lines = values.get((model, s.name)) if values and (model, s.name) in values else [f"{0.5 + i}" for i in range(n)]
+            lines = (
+                values.get((model, s.name))
+                if values and (model, s.name) in values
+                else [f"{0.5 + i}" for i in range(n)]
+            )
             path = tmp_path / f"{model}__{s.name}.txt"
             path.write_text("".join(f"{v}\n" for v in lines))
             files[model][s.name] = str(path)
@@ -31,7 +35,23 @@ def test_manifest_and_scores_align(tmp_path):
     scores = import_model_scores(SETS, files["target"], "target", "masked", k=20)
     assert list(scores.sample_id) == list(manifest.sample_id)
     np.testing.assert_allclose(scores.energy, [0.5, 1.5, 2.5, 3.5] * 2)
-    assert list(scores.columns) == ["sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed"]
+    assert list(scores.columns) == [
+        "sample_id",
+        "model",
+        "energy_kind",
+        "energy",
+        "n_tokens",
+        "n_masked",
+        "per_pattern",
+        "k",
+        "seed",
+        "token_logp",
+        "token_mean",
+        "token_var",
+        "token_top1",
+    ]
+    # published scores carry no per-token evidence: the token-level attacks refuse them
+    assert all(len(cell) == 0 for column in ("token_logp", "token_top1") for cell in scores[column])
 
 
 def test_unequal_length_names_both_files(tmp_path):
@@ -43,7 +63,9 @@ def test_unequal_length_names_both_files(tmp_path):
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("bad, expected", [("nan", "line 3: score is nan"), ("inf", "line 3: score is inf"), ("abc", "line 3: not a number")])
+@pytest.mark.parametrize(
+    "bad, expected", [("nan", "line 3: score is nan"), ("inf", "line 3: score is inf"), ("abc", "line 3: not a number")]
+)
 def test_non_finite_scores_name_the_line(tmp_path, bad, expected):
     path = tmp_path / "s.txt"
     path.write_text(f"1.0\n2.0\n{bad}\n")

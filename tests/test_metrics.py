@@ -1,29 +1,41 @@
-"""Attack metrics against scikit-learn and hand computations on random data."""
+"""Attack metrics against scikit-learn, hand computations and the patient bootstrap's promises."""
 
 import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import precision_score, recall_score, roc_auc_score, roc_curve
 
-from mlmia.errors import UserError
-from mlmia.metrics import (
-    MetricSettings,
-    attack_metrics,
+from mlmia.attacks import Attack, get_attack, register
+from mlmia.core.errors import UserError
+from mlmia.metrics.bootstrap import PatientResampler, multiplicities
+from mlmia.metrics.classification import (
+    auc,
     population_threshold,
     published_threshold,
-    roc_points,
-    split_roles,
+    resolvable,
+    roc,
     tpr_at_fpr,
 )
+from mlmia.metrics.protocols import MetricSettings, attack_metrics, attack_units, point_estimates, roc_points
+
+ATTACKS = ("likelihood_ratio", "loss")
 
 
-def random_attack_table(rng, n_members=300, n_nonmembers=120, n_heldin=80, n_population=150, shift=0.8):
+def settings(**changes):
+    base = dict(
+        protocols=("corrected",), attacks=ATTACKS, alphas=(0.1,), thresholds=("heldin_mean", "population"),
+        fprs=(0.01, 0.1), draws=3, seed=2, bootstrap=0, level="sample",
+    )  # fmt: skip
+    return MetricSettings(**{**base, **changes})
+
+
+def random_attack_table(rng, n_members=300, n_nonmembers=120, n_heldin=80, n_population=150, shift=0.8, per_patient=3):
     frames = []
-    for role, n, offset in (
-        ("member", n_members, -shift),
-        ("member_heldin", n_heldin, -shift),
-        ("nonmember", n_nonmembers, 0.0),
-        ("population", n_population, 0.0),
+    for role, n, offset, source in (
+        ("member", n_members, -shift, "a"),
+        ("member_heldin", n_heldin, -shift, "a"),
+        ("nonmember", n_nonmembers, 0.0, "a"),
+        ("population", n_population, 0.0, "b"),
     ):
         reference = rng.normal(3.0, 1.0, n)
         target = reference + rng.normal(offset, 0.7, n)
@@ -31,24 +43,72 @@ def random_attack_table(rng, n_members=300, n_nonmembers=120, n_heldin=80, n_pop
             pd.DataFrame(
                 {
                     "sample_id": [f"{role}{i}" for i in range(n)],
-                    "group_id": [f"{role}-p{i // 3}" for i in range(n)],
+                    "group_id": [f"{role}-p{i // per_patient}" for i in range(n)],
                     "role": role,
-                    "target": target,
-                    "reference": reference,
+                    "source": source,
+                    "target_energy": target,
+                    "reference_energy": reference,
                 }
-            )
+            )  # fmt: skip
         )
     return pd.concat(frames, ignore_index=True)
 
 
-def value(metrics, metric, method, protocol, alpha=None, fpr=None):
-    m = metrics[(metrics.metric == metric) & (metrics.method == method) & (metrics.protocol == protocol)]
-    if alpha is not None:
-        m = m[np.isclose(m.alpha, alpha)]
+def value(metrics, metric, attack, protocol="corrected", threshold=None, alpha=None, fpr=None):
+    m = point_estimates(metrics)
+    m = m[(m.metric == metric) & (m.attack == attack) & (m.protocol == protocol)]
+    if threshold is not None:
+        m = m[(m.threshold == threshold) & np.isclose(m.alpha, alpha)]
     if fpr is not None:
         m = m[np.isclose(m.fpr, fpr)]
     assert len(m) == 1
     return m.iloc[0]
+
+
+# ------------------------------------------------------------------ pure functions
+
+
+def test_roc_and_auc_equal_scikit_learn_with_ties():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    score = np.round(rng.normal(y * 0.7, 1.0), 1)  # rounding makes many ties
+    fpr, tpr = roc(y, score)
+    sk_fpr, sk_tpr, _ = roc_curve(y, score, drop_intermediate=False)
+    np.testing.assert_allclose(fpr, sk_fpr[sk_fpr.size - fpr.size :] if sk_fpr.size > fpr.size else sk_fpr)
+    np.testing.assert_allclose(tpr, sk_tpr[sk_tpr.size - tpr.size :] if sk_tpr.size > tpr.size else sk_tpr)
+    assert auc(y, score) == pytest.approx(roc_auc_score(y, score), abs=1e-12)
+
+
+def test_auc_by_hand():
+    # members 3, 2 (tie with a non-member), non-members 2, 1: pairs (3>2, 3>1, 2=2 -> 1/2, 2>1) = 3.5 / 4
+    assert auc(np.array([1, 1, 0, 0]), np.array([3.0, 2.0, 2.0, 1.0])) == pytest.approx(0.875)
+
+
+def test_tpr_at_fpr_by_hand_and_not_resolvable():
+    y = np.array([1, 1, 1, 0, 0, 0, 0])
+    score = np.array([0.9, 0.8, 0.1, 0.85, 0.3, 0.2, 0.05])  # higher = member
+    assert tpr_at_fpr(y, score, 0.25) == pytest.approx(2 / 3)  # one non-member (0.85) let through
+    assert tpr_at_fpr(y, score, 0.75) == pytest.approx(1.0)
+    # 4 non-members: an FPR of 0.2 allows no false positive at all, so it says nothing about 0.2
+    assert not resolvable(0.2, 4) and resolvable(0.25, 4)
+    assert np.isnan(tpr_at_fpr(y, score, 0.2))
+    fpr, tpr, _ = roc_curve(y, score)
+    assert tpr_at_fpr(y, score, 0.5) == pytest.approx(tpr[fpr <= 0.5].max())
+
+
+def test_thresholds_by_hand():
+    # member scores (higher = member); at most 20% of the population strictly above t
+    scores = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 0.0, 9.0, 8.0, 7.0, 6.0])
+    assert population_threshold(scores, 0.2) == 7.0  # 9 and 8 above it: 2 of 10
+    assert np.mean(scores > population_threshold(scores, 0.2)) <= 0.2
+    # the authors' rule on the statistic (= -score): descending [0, -1, ..., -9], element int(10 * 0.7) + 1 = 8
+    # is -8, i.e. a member-score threshold of 8
+    assert published_threshold(scores, 0.3) == 8.0
+    assert published_threshold(scores, 0.2) == 9.0  # element int(8.0) + 1 = 9 -> -9
+    assert published_threshold(scores, 0.0) == 9.0  # index clipped to the last element
+
+
+# ------------------------------------------------------------------ the protocols
 
 
 def test_single_draw_matches_sklearn_when_no_subsampling_needed():
@@ -56,101 +116,213 @@ def test_single_draw_matches_sklearn_when_no_subsampling_needed():
     # metrics equal scikit-learn on the full sets (matched pairs, corrected protocol).
     rng = np.random.default_rng(0)
     table = random_attack_table(rng, n_members=100, n_nonmembers=100)
-    metrics = attack_metrics(table, MetricSettings(protocols=("corrected",), alphas=(0.1,), bootstrap=0, draws=3))
-    members = table[table.role == "member"]
-    nonmembers = table[table.role == "nonmember"]
+    metrics = attack_metrics(table, settings())
+    members, nonmembers = table[table.role == "member"], table[table.role == "nonmember"]
     population = table[table.role == "population"]
     y = np.r_[np.ones(100), np.zeros(100)]
-    loss = np.r_[members.target, nonmembers.target]
-    stat = np.r_[members.target - members.reference, nonmembers.target - nonmembers.reference]
-    assert value(metrics, "auc", "loss", "corrected").value == pytest.approx(roc_auc_score(y, -loss))
-    assert value(metrics, "auc", "lr", "corrected").value == pytest.approx(roc_auc_score(y, -stat))
-    # threshold: 10% quantile of the population's statistic
-    pop_stat = np.sort((population.target - population.reference).to_numpy())
-    t = pop_stat[int(0.1 * len(pop_stat))]
-    predicted = stat < t
-    assert value(metrics, "precision", "lr_pop", "corrected", alpha=0.1).value == pytest.approx(100 * precision_score(y, predicted))
-    assert value(metrics, "recall", "lr_pop", "corrected", alpha=0.1).value == pytest.approx(100 * recall_score(y, predicted))
-    mu = table[table.role == "member_heldin"].target.mean()
-    assert value(metrics, "recall", "loss_mu", "corrected", alpha=0.1).value == pytest.approx(100 * np.mean(members.target < mu))
+    loss = np.r_[members.target_energy, nonmembers.target_energy]
+    stat = loss - np.r_[members.reference_energy, nonmembers.reference_energy]
+    assert value(metrics, "auc", "loss").value == pytest.approx(roc_auc_score(y, -loss))
+    assert value(metrics, "auc", "likelihood_ratio").value == pytest.approx(roc_auc_score(y, -stat))
+    # the paper's threshold: the 10% quantile of the population's statistic
+    pop_stat = np.sort((population.target_energy - population.reference_energy).to_numpy())
+    predicted = stat < pop_stat[int(0.1 * len(pop_stat))]
+    cell = dict(threshold="population", alpha=0.1)
+    assert value(metrics, "precision", "likelihood_ratio", **cell).value == pytest.approx(
+        100 * precision_score(y, predicted)
+    )
+    assert value(metrics, "recall", "likelihood_ratio", **cell).value == pytest.approx(100 * recall_score(y, predicted))
+    mu = table[table.role == "member_heldin"].target_energy.mean()
+    recall_mu = value(metrics, "recall", "loss", threshold="heldin_mean", alpha=0.1).value
+    assert recall_mu == pytest.approx(100 * np.mean(members.target_energy < mu))
     fpr, tpr, _ = roc_curve(y, -stat)
-    assert value(metrics, "tpr_at_fpr", "lr", "corrected", fpr=0.1).value == pytest.approx(100 * tpr[fpr <= 0.1].max())
-
-
-def test_thresholds_by_hand():
-    scores = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 0.0, 9.0, 8.0, 7.0, 6.0])
-    # at most 20% of the population strictly below: the 3rd smallest value (2.0)
-    assert population_threshold(scores, 0.2) == 2.0
-    assert np.mean(scores < population_threshold(scores, 0.2)) <= 0.2
-    # the authors' rule: descending order [9, 8, ..., 0], element int(10 * 0.7) + 1 = 8 -> 1.0
-    assert published_threshold(scores, 0.3) == 1.0
-    assert published_threshold(scores, 0.2) == 0.0  # element int(8.0) + 1 = 9
-    assert published_threshold(scores, 0.0) == 0.0  # index clipped to the last element
-
-
-def test_tpr_at_fpr_by_hand():
-    y = np.array([1, 1, 1, 0, 0, 0, 0])
-    score = np.array([0.9, 0.8, 0.1, 0.85, 0.3, 0.2, 0.05])  # higher = member
-    assert tpr_at_fpr(y, score, 0.0) == pytest.approx(1 / 3)
-    assert tpr_at_fpr(y, score, 0.25) == pytest.approx(2 / 3)
-    assert tpr_at_fpr(y, score, 0.75) == pytest.approx(1.0)
+    assert value(metrics, "tpr_at_fpr", "likelihood_ratio", fpr=0.1).value == pytest.approx(100 * tpr[fpr <= 0.1].max())
+    # 100 non-members resolve an FPR of 1% but not of 0.1%
+    low = attack_metrics(table, settings(fprs=(0.001,)))
+    cell = value(low, "tpr_at_fpr", "likelihood_ratio", fpr=0.001)
+    assert np.isnan(cell.value) and not cell.resolvable
 
 
 def test_published_protocol_uses_unmatched_draws_and_is_reproducible():
-    rng = np.random.default_rng(1)
-    table = random_attack_table(rng)
-    settings = MetricSettings(protocols=("published", "corrected"), alphas=(0.1,), bootstrap=0)
-    first = attack_metrics(table, settings)
-    second = attack_metrics(table, settings)
+    table = random_attack_table(np.random.default_rng(1))
+    both = settings(protocols=("published", "corrected"), draws=10)
+    first, second = attack_metrics(table, both), attack_metrics(table, both)
     pd.testing.assert_frame_equal(first, second)
     # unmatched pairs destroy the member correlation between target and reference: the
-    # published LR AUC is lower than the matched one on correlated data.
-    assert value(first, "auc", "lr", "published").value < value(first, "auc", "lr", "corrected").value - 0.02
+    # published LR AUC is lower than the matched one on correlated data
+    assert (
+        value(first, "auc", "likelihood_ratio", "published").value
+        < value(first, "auc", "likelihood_ratio").value - 0.02
+    )
     # the loss AUC does not involve the pairing
-    assert value(first, "auc", "loss", "published").value == pytest.approx(value(first, "auc", "loss", "corrected").value, abs=0.03)
-
-
-def test_bootstrap_interval_brackets_point_estimate():
-    rng = np.random.default_rng(2)
-    table = random_attack_table(rng)
-    metrics = attack_metrics(table, MetricSettings(protocols=("corrected",), alphas=(0.1,), bootstrap=60))
-    auc = value(metrics, "auc", "lr", "corrected")
-    assert auc.ci_low < auc.value < auc.ci_high
-    assert auc.ci_high - auc.ci_low < 0.2
+    assert value(first, "auc", "loss", "published").value == pytest.approx(value(first, "auc", "loss").value, abs=0.03)
 
 
 def test_patient_level_averages_a_patients_samples():
-    rng = np.random.default_rng(3)
-    table = random_attack_table(rng)
-    roles = split_roles(table, "patient")
-    members = table[table.role == "member"]
-    expected = members.groupby("group_id", sort=False)[["target", "reference"]].mean()
-    assert len(roles["member"]) == len(expected) == 100
-    np.testing.assert_allclose(roles["member"].stat, (expected.target - expected.reference).to_numpy())
-    metrics = attack_metrics(table, MetricSettings(protocols=("corrected",), alphas=(0.1,), bootstrap=0, level="patient"))
-    assert set(metrics.level) == {"patient"}
+    table = random_attack_table(np.random.default_rng(3))
+    lr = get_attack("likelihood_ratio")
+    units = attack_units(table, [lr], "patient")
+    members = table[table.role == "member"].assign(stat=lambda t: t.target_energy - t.reference_energy)
+    expected = members.groupby("group_id", sort=False)["stat"].mean()
+    is_member = (units.frame.role == "member").to_numpy()
+    assert is_member.sum() == len(expected) == 100
+    np.testing.assert_allclose(-units.scores["likelihood_ratio"][is_member], expected.to_numpy())
+    patient = attack_metrics(table, settings(level="patient"))
+    assert set(patient.level) == {"patient"}
     # averaging three samples per patient sharpens the separation
-    sample = attack_metrics(table, MetricSettings(protocols=("corrected",), alphas=(0.1,), bootstrap=0))
-    assert value(metrics, "auc", "lr", "corrected").value > value(sample, "auc", "lr", "corrected").value
+    assert (
+        value(patient, "auc", "likelihood_ratio").value
+        > value(attack_metrics(table, settings()), "auc", "likelihood_ratio").value
+    )
 
 
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda t: t.assign(target=t.target.where(t.index != 5, np.nan)), "NaN or inf"),
-        (lambda t: t.assign(reference=t.reference.where(t.index != 7, np.inf)), "NaN or inf"),
+        (
+            lambda t: t.assign(target_energy=t.target_energy.where(t.index != 5, np.nan)),
+            "target_energy is not a finite",
+        ),
+        (lambda t: t.assign(reference_energy=t.reference_energy.where(t.index != 7, np.inf)), "not a finite number"),
         (lambda t: t[t.role != "population"], "role 'population' has no samples"),
+        (lambda t: t.drop(columns="reference_energy"), "lacks column\\(s\\) reference_energy"),
     ],
 )
 def test_bad_attack_tables_give_one_line(mutate, message):
     table = mutate(random_attack_table(np.random.default_rng(4)))
     with pytest.raises(UserError, match=message) as info:
-        attack_metrics(table, MetricSettings(bootstrap=0))
+        attack_metrics(table, settings())
     assert "\n" not in str(info.value)
 
 
+def test_roles_a_table_does_not_use_are_optional():
+    table = random_attack_table(np.random.default_rng(4))
+    no_heldin = table[table.role != "member_heldin"]
+    metrics = attack_metrics(no_heldin, settings(thresholds=("population",)))
+    assert set(metrics.threshold.dropna()) == {"population"}
+
+
 def test_roc_points_are_monotone_and_end_at_one():
-    roc = roc_points(random_attack_table(np.random.default_rng(5)))
-    for _, curve in roc.groupby("method"):
+    roc_table = roc_points(random_attack_table(np.random.default_rng(5)), list(ATTACKS))
+    for _, curve in roc_table.groupby("attack"):
         assert np.all(np.diff(curve.fpr) >= 0) and np.all(np.diff(curve.tpr) >= 0)
         assert curve.fpr.iloc[-1] == 1.0 and curve.tpr.iloc[-1] == 1.0
+
+
+# ------------------------------------------------------------------ the patient bootstrap
+
+
+def test_a_drawn_patient_brings_all_its_samples_and_strata_keep_their_size():
+    groups = np.array(["p1", "p1", "p2", "p3", "p3", "p3", "q1", "q2"])
+    strata = [("member", "a")] * 6 + [("nonmember", "a")] * 2
+    resampler = PatientResampler(strata, groups, seed=5)
+    for b in range(20):
+        rows = resampler.rows(b)
+        counts = pd.Series(rows).value_counts().reindex(range(8), fill_value=0).to_numpy()
+        # rows of one patient are drawn equally often
+        assert counts[0] == counts[1] and counts[3] == counts[4] == counts[5]
+        # as many patients per stratum as the data has: 3 member and 2 non-member patients
+        assert counts[0] + counts[2] + counts[3] == 3 and counts[6] + counts[7] == 2
+        assert set(rows) <= set(range(8))
+
+
+def test_replicates_draw_the_same_patients_in_every_experiment():
+    # a second experiment holding a subset of the samples (say, the long ones) draws each of
+    # its patients exactly as often as the first does in the same replicate: the pairing
+    universe = {("member", "a"): ["p1", "p2", "p3"]}
+    full = PatientResampler([("member", "a")] * 4, np.array(["p1", "p2", "p2", "p3"]), 9, universe)
+    part = PatientResampler([("member", "a")] * 2, np.array(["p2", "p3"]), 9, universe)
+    for b in range(10):
+        drawn = multiplicities(3, 9, b, ("member", "a"))
+        assert np.bincount(full.rows(b), minlength=4).tolist() == [drawn[0], drawn[1], drawn[1], drawn[2]]
+        assert np.bincount(part.rows(b), minlength=2).tolist() == [drawn[1], drawn[2]]
+
+
+def copies_table(copies, n_members=30, n_nonmembers=30, seed=0):
+    """Every patient's samples are `copies` identical copies of one sample."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for role, n, offset, source in (("member", n_members, -0.6, "a"), ("nonmember", n_nonmembers, 0.0, "a"),
+                                    ("population", 40, 0.0, "b"), ("member_heldin", 10, -0.6, "a")):  # fmt: skip
+        target = rng.normal(offset, 1.0, n)
+        frames.append(pd.DataFrame({
+            "sample_id": [f"{role}{i}-{c}" for i in range(n) for c in range(copies)],
+            "group_id": np.repeat([f"{role}{i}" for i in range(n)], copies), "role": role, "source": source,
+            "target_energy": np.repeat(target, copies), "reference_energy": 0.0,
+        }))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def auc_interval(table, draws=5):
+    m = attack_metrics(table, settings(attacks=("loss",), thresholds=(), alphas=(), bootstrap=300, draws=draws))
+    cell = value(m, "auc", "loss")
+    return cell.ci_low, cell.ci_high
+
+
+def test_identical_copies_do_not_shrink_the_interval():
+    # As many member as non-member patients: no member subsampling, so copies change nothing
+    # but the number of rows: a patient bootstrap gives the very same interval. (A bootstrap
+    # of samples would narrow it by about sqrt(8).)
+    one, eight = auc_interval(copies_table(1)), auc_interval(copies_table(8))
+    assert one == pytest.approx(eight, abs=1e-12)
+    assert one[1] - one[0] > 0.1
+    # With more member patients than non-member patients, members are subsampled in every
+    # replicate: the interval stays as wide (up to the draws' own noise)
+    one = auc_interval(copies_table(1, n_members=60))
+    eight = auc_interval(copies_table(8, n_members=60))
+    assert (eight[1] - eight[0]) > 0.85 * (one[1] - one[0])
+
+
+def test_paired_replicates_separate_what_marginal_intervals_cannot():
+    # attack "shifted" is the loss plus a small member-only gain: on its own its interval
+    # overlaps the loss's, but on the same resamples it is above it in nearly every replicate
+    table = random_attack_table(np.random.default_rng(8), n_members=120, n_nonmembers=120, shift=0.3)
+    table.loc[table.role.isin(["member", "member_heldin"]), "reference_energy"] = 0.15
+    table.loc[~table.role.isin(["member", "member_heldin"]), "reference_energy"] = 0.0
+
+    class Shifted(Attack):
+        name = "shifted_loss_for_test"
+        label = "shifted loss"
+        inputs = {"target": ("energy",), "reference": ("energy",)}
+
+        def statistic(self, t):
+            return t["target_energy"].to_numpy() - t["reference_energy"].to_numpy()
+
+    register(Shifted)
+    m = attack_metrics(
+        table, settings(attacks=("loss", "shifted_loss_for_test"), thresholds=(), alphas=(), bootstrap=200)
+    )
+    a, b = value(m, "auc", "shifted_loss_for_test"), value(m, "auc", "loss")
+    assert a.ci_low < b.ci_high  # the marginal intervals overlap
+    reps = m.dropna(subset=["replicate"])
+    reps = reps[reps.metric == "auc"].pivot(index="replicate", columns="attack", values="value")
+    difference = reps["shifted_loss_for_test"] - reps["loss"]
+    assert np.percentile(difference, 2.5) > 0  # the paired interval excludes 0
+
+
+def test_the_registry_refuses_duplicates_and_unknown_names():
+    with pytest.raises(UserError, match="unknown attack 'no_such'"):
+        get_attack("no_such")
+
+    class Again(Attack):
+        name = "loss"
+
+        def statistic(self, t):
+            return t["target_energy"].to_numpy()
+
+    with pytest.raises(UserError, match="attack 'loss' is defined twice"):
+        register(Again)
+
+    class Nameless(Attack):
+        pass
+
+    with pytest.raises(UserError, match="needs a `name`"):
+        register(Nameless)
+
+
+def test_counts_per_role_come_with_the_metrics():
+    table = random_attack_table(np.random.default_rng(6))  # 3 samples per patient
+    m = point_estimates(attack_metrics(table, settings(level="patient")))
+    counts = m[m.metric.isin(["n_samples", "n_patients"])].set_index(["metric", "role"]).value
+    assert counts["n_samples", "member"] == 300 and counts["n_patients", "member"] == 100
+    assert counts["n_samples", "population"] == 150 and counts["n_patients", "population"] == 50

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import TINY_MAX_LEN, TINY_WORDS, build_tiny_tokenizer, tiny_vocab
-from mlmia.errors import UserError
-from mlmia.models import convert_checkpoint, load_mlm, load_tokenizer
-from mlmia.scoring import batch_size_for_memory, score_samples, sequence_bytes
+
+from mlmia.core.errors import UserError
+from mlmia.models.loading import convert_checkpoint, load_mlm, load_tokenizer
+from mlmia.scoring.energy import batch_size_for_memory, score_samples, sequence_bytes
 
 # bert_config.json of pytorch_pretrained_bert (Google's BERT settings, no model_type)
 OLD_CONFIG_KEYS = [
@@ -90,7 +90,8 @@ def records():
 
 
 def _energies(model, tok, samples):
-    out = score_samples(model, tok, samples, k=6, seed=2, batch_size=5)
+    # the samples include texts longer than the tiny models (cut: the same cut on both sides)
+    out = score_samples(model, tok, samples, k=6, seed=2, batch_size=5, truncate=True)
     return out["energy"].to_numpy(), np.concatenate([np.asarray(v) for v in out["per_pattern"]])
 
 
@@ -133,9 +134,15 @@ def test_convert_checkpoint_round_trip(tmp_path, modern, samples):
 @pytest.mark.parametrize(
     "dropped, named",
     [
-        ("cls.predictions.transform.dense.weight", "masked-LM head weights .*first cls.predictions.transform.dense.weight"),
+        (
+            "cls.predictions.transform.dense.weight",
+            "masked-LM head weights .*first cls.predictions.transform.dense.weight",
+        ),
         ("cls.predictions.bias", "masked-LM head weights .*first cls.predictions.bias"),
-        ("bert.encoder.layer.1.output.LayerNorm.gamma", "encoder weights .*first bert.encoder.layer.1.output.LayerNorm.weight"),
+        (
+            "bert.encoder.layer.1.output.LayerNorm.gamma",
+            "encoder weights .*first bert.encoder.layer.1.output.LayerNorm.weight",
+        ),
     ],
 )
 def test_missing_weights_are_refused_naming_the_first(tmp_path, modern, dropped, named):
@@ -149,7 +156,10 @@ def test_weights_the_config_has_no_place_for_are_refused(tmp_path, modern):
     old_dir = write_old_layout(tmp_path / "three_layers", modern[0])
     cfg = json.loads((old_dir / "bert_config.json").read_text())
     (old_dir / "bert_config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 1}))
-    with pytest.raises(UserError, match=r"have no place .*first bert.encoder.layer.1.attention.output.LayerNorm.bias; check num_hidden_layers"):
+    with pytest.raises(
+        UserError,
+        match=r"have no place .*first bert.encoder.layer.1.attention.output.LayerNorm.bias; check num_hidden_layers",
+    ):
         load_mlm(old_dir, "cpu")
 
 
@@ -205,7 +215,9 @@ def test_do_lower_case_setting_for_a_bare_vocab(tmp_path):
     chest, unk = tiny_vocab().index("chest"), tiny_vocab().index("[UNK]")
     assert load_tokenizer(vocab_file)("Chest", add_special_tokens=False)["input_ids"] == [chest]  # default: lower-cased
     assert load_tokenizer(vocab_file, do_lower_case=False)("Chest", add_special_tokens=False)["input_ids"] == [unk]
-    assert load_tokenizer(tmp_path)("chest", add_special_tokens=False)["input_ids"] == [chest]  # a directory with vocab.txt
+    assert load_tokenizer(tmp_path)("chest", add_special_tokens=False)["input_ids"] == [
+        chest
+    ]  # a directory with vocab.txt
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "max_len": 24}))  # old-style
     cased = load_tokenizer(tmp_path)
     assert cased("Chest", add_special_tokens=False)["input_ids"] == [unk] and cased.model_max_length == 24
@@ -227,7 +239,12 @@ def test_vocabulary_mismatch_with_a_named_tokenizer(tmp_path, tiny_bert_dir):
         load_mlm(tiny_bert_dir, "cpu", tokenizer=tmp_path / "tok_plus_one")
     msg = str(err.value)
     assert "\n" not in msg
-    assert str(tiny_bert_dir) in msg and f"has {n} tokens" in msg and f"has {n + 1}" in msg and str(tmp_path / "tok_plus_one") in msg
+    assert (
+        str(tiny_bert_dir) in msg
+        and f"has {n} tokens" in msg
+        and f"has {n + 1}" in msg
+        and str(tmp_path / "tok_plus_one") in msg
+    )
     load_mlm(tiny_bert_dir, "cpu", tokenizer=tiny_bert_dir)  # the same vocabulary named apart: fine
 
 
@@ -269,7 +286,9 @@ def test_batch_size_for_memory_is_monotone_clamped_and_takes_configs():
     assert batch_size_for_memory(10**15, BERT_BASE, 16, 2, max_batch=64) == 64
     by_len = [batch_size_for_memory(40e9, BERT_BASE, n, 2) for n in (16, 64, 128, 256, 512)]
     assert all(a >= b for a, b in zip(by_len, by_len[1:])) and by_len[-1] >= 1
-    assert batch_size_for_memory(40e9, BERT_BASE, 128, 4) < batch_size_for_memory(40e9, BERT_BASE, 128, 2)  # fp32 vs bf16
+    assert batch_size_for_memory(40e9, BERT_BASE, 128, 4) < batch_size_for_memory(
+        40e9, BERT_BASE, 128, 2
+    )  # fp32 vs bf16
     cfg = BertConfig(**BERT_BASE)
     assert batch_size_for_memory(40e9, cfg, 128, 2) == batch_size_for_memory(40e9, BERT_BASE, 128, 2)
     with pytest.raises(UserError, match="hidden_size"):
@@ -283,8 +302,25 @@ def test_convert_and_score_from_the_command_line(tmp_path, modern, samples, caps
     assert main(["convert", str(old_dir), str(tmp_path / "new")]) == 0
     samples.to_parquet(tmp_path / "samples.parquet")
     out = tmp_path / "scores.parquet"
-    assert main(["score", "--model", str(tmp_path / "new"), "--samples", str(tmp_path / "samples.parquet"),
-                 "--out", str(out), "--masks", "3", "--mask-count", "floor"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--model",
+                str(tmp_path / "new"),
+                "--samples",
+                str(tmp_path / "samples.parquet"),
+                "--out",
+                str(out),
+                "--masks",
+                "3",
+                "--truncate",
+                "--mask-count",
+                "floor",
+            ]
+        )
+        == 0
+    )
     scores = pd.read_parquet(out)
     assert scores["n_masked"].tolist() == [max(1, 15 * t // 100) for t in scores["n_tokens"]]
     # a second conversion into the same place is a user error: one line, exit code 2

@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from mlmia.datasets import read_dataset
-from mlmia.errors import UserError
-from mlmia.raw import (
+from mlmia.core.errors import UserError
+from mlmia.data.datasets import read_dataset
+from mlmia.data.raw import (
     i2b2_xml,
     mimic_noteevents,
     read_patient_list,
@@ -22,22 +22,40 @@ from mlmia.raw import (
     "text, expected",
     [
         # sentence-final punctuation before a capital; "No." has fewer than 3 word characters
-        ("The patient is a 65 yo man. He presented with chest pain! Was he febrile? No.",
-         ["The patient is a 65 yo man.", "He presented with chest pain!", "Was he febrile?"]),
+        (
+            "The patient is a 65 yo man. He presented with chest pain! Was he febrile? No.",
+            ["The patient is a 65 yo man.", "He presented with chest pain!", "Was he febrile?"],
+        ),
         # de-identification brackets stay inside the sentence, even with a period inside
-        ("Seen by Dr. [**Last Name (STitle) 123**] on [**2101-3-4**]. Follow up in 2 weeks.",
-         ["Seen by Dr. [**Last Name (STitle) 123**] on [**2101-3-4**].", "Follow up in 2 weeks."]),
-        ("He came from [**Hospital 1. Ward**] to the floor. [**Known firstname**] did well.",
-         ["He came from [**Hospital 1. Ward**] to the floor.", "[**Known firstname**] did well."]),
+        (
+            "Seen by Dr. [**Last Name (STitle) 123**] on [**2101-3-4**]. Follow up in 2 weeks.",
+            ["Seen by Dr. [**Last Name (STitle) 123**] on [**2101-3-4**].", "Follow up in 2 weeks."],
+        ),
+        (
+            "He came from [**Hospital 1. Ward**] to the floor. [**Known firstname**] did well.",
+            ["He came from [**Hospital 1. Ward**] to the floor.", "[**Known firstname**] did well."],
+        ),
         # wrapped lines join; blank lines, headers and list items split; list markers dropped
-        ("HISTORY OF PRESENT ILLNESS: 65 yo male with\nhistory of CAD who presents with chest pain.\n\n"
-         "Past Medical History:\n1. Coronary artery disease\n2) Hypertension, on lisinopril\n"
-         "- diet controlled diabetes\nDischarge Condition: stable",
-         ["HISTORY OF PRESENT ILLNESS:", "65 yo male with history of CAD who presents with chest pain.",
-          "Past Medical History:", "Coronary artery disease", "Hypertension, on lisinopril",
-          "diet controlled diabetes", "Discharge Condition:", "stable"]),
+        (
+            "HISTORY OF PRESENT ILLNESS: 65 yo male with\nhistory of CAD who presents with chest pain.\n\n"
+            "Past Medical History:\n1. Coronary artery disease\n2) Hypertension, on lisinopril\n"
+            "- diet controlled diabetes\nDischarge Condition: stable",
+            [
+                "HISTORY OF PRESENT ILLNESS:",
+                "65 yo male with history of CAD who presents with chest pain.",
+                "Past Medical History:",
+                "Coronary artery disease",
+                "Hypertension, on lisinopril",
+                "diet controlled diabetes",
+                "Discharge Condition:",
+                "stable",
+            ],
+        ),
         # no split before a lower-case letter, nor inside decimals
-        ("Given aspirin p.o. q.d. and heparin. then discharged.", ["Given aspirin p.o. q.d. and heparin. then discharged."]),
+        (
+            "Given aspirin p.o. q.d. and heparin. then discharged.",
+            ["Given aspirin p.o. q.d. and heparin. then discharged."],
+        ),
         ("Creatinine 1.2. Potassium 4.5 mg/dL.", ["Creatinine 1.2.", "Potassium 4.5 mg/dL."]),
         # titles and initials do not end a sentence
         ("Mr. Smith saw J. Doe today. Next visit 3/4.", ["Mr. Smith saw J. Doe today.", "Next visit 3/4."]),
@@ -45,7 +63,10 @@ from mlmia.raw import (
         ('He said "stop." The end came.', ['He said "stop."', "The end came."]),
         # whitespace collapses; CRLF line ends; a time is not a header
         ("  Lots   of\tspace  here. ", ["Lots of space here."]),
-        ("Pt was seen at 10:30 today.\r\nVitals: T 98.6 BP 120/80", ["Pt was seen at 10:30 today.", "Vitals:", "T 98.6 BP 120/80"]),
+        (
+            "Pt was seen at 10:30 today.\r\nVitals: T 98.6 BP 120/80",
+            ["Pt was seen at 10:30 today.", "Vitals:", "T 98.6 BP 120/80"],
+        ),
         ("", []),
         (None, []),
     ],
@@ -109,7 +130,9 @@ def test_mimic_categories(mimic_files):
     assert sorted(set(everything["note_id"])) == ["1", "2", "4", "5"]
     radiology = mimic_noteevents(notes, lists, categories=["radiology"])
     assert radiology["text"].tolist() == ["FINDINGS:", "Mild cardiomegaly is seen."]
-    with pytest.raises(UserError, match=r"NOTEEVENTS.csv: no notes of categories 'Echo' \(of 5 rows, 1 marked ISERROR\)"):
+    with pytest.raises(
+        UserError, match=r"NOTEEVENTS.csv: no notes of categories 'Echo' \(of 5 rows, 1 marked ISERROR\)"
+    ):
         mimic_noteevents(notes, lists, categories=("Echo",))
 
 
@@ -149,7 +172,9 @@ def i2b2_doc(text):
 def i2b2_dir(tmp_path):
     d = tmp_path / "i2b2"
     d.mkdir()
-    (d / "110-02.xml").write_text(i2b2_doc("Record date: 2093-01-13\n\nCHIEF COMPLAINT: chest pain & SOB <3 days.\nHe is 64."))
+    (d / "110-02.xml").write_text(
+        i2b2_doc("Record date: 2093-01-13\n\nCHIEF COMPLAINT: chest pain & SOB <3 days.\nHe is 64.")
+    )
     (d / "110-01.xml").write_text(i2b2_doc("Patient seen in clinic. Labs pending."))
     (d / "205-01.xml").write_text(i2b2_doc("Follow-up for diabetes mellitus."))
     (d / "notes.txt").write_text("ignored")
@@ -199,8 +224,15 @@ def sentence_table(n_trained, n_other, per_patient=2):
     rows = []
     for i in range(n_trained + n_other):
         for j in range(per_patient):
-            rows.append({"patient_id": f"p{i:02d}", "note_id": f"n{i}", "sentence": j, "text": f"text {i} {j}",
-                         "trained": i < n_trained})
+            rows.append(
+                {
+                    "patient_id": f"p{i:02d}",
+                    "note_id": f"n{i}",
+                    "sentence": j,
+                    "text": f"text {i} {j}",
+                    "trained": i < n_trained,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -220,7 +252,8 @@ def test_sample_patients_mimic():
     # every sentence of a drawn patient, in input order
     assert len(out) == 2 * 9
     assert out.drop(columns="role").equals(
-        sentences[sentences["patient_id"].isin(set().union(*patients.values()))].reset_index(drop=True))
+        sentences[sentences["patient_id"].isin(set().union(*patients.values()))].reset_index(drop=True)
+    )
     # seeded, and independent of the input row order
     shuffled = sentences.sample(frac=1, random_state=0)
     again = sample_patients(shuffled, {"member": 3, "member_heldin": 2, "nonmember": 4}, seed=1, key="k")
@@ -240,16 +273,31 @@ def test_sample_patients_i2b2_disjoint():
 @pytest.mark.parametrize(
     "table, counts, expected",
     [
-        (sentence_table(4, 3), {"member": 3, "member_heldin": 2},
-         "raw.counts: 5 trained patients asked for (member 3 + member_heldin 2), there are 4"),
-        (sentence_table(4, 3), {"nonmember": 4},
-         "raw.counts: 4 untrained patients asked for (nonmember 4), there are 3"),
-        (sentence_table(0, 3).drop(columns="trained"), {"nonmember": 2, "population": 2},
-         "raw.counts: 4 patients asked for (nonmember 2 + population 2), there are 3"),
-        (sentence_table(0, 3).drop(columns="trained"), {"member": 1},
-         "raw.counts.member: members need a `trained` column in the sentence table (MIMIC with member lists)"),
-        (sentence_table(2, 2), {"members": 1},
-         "raw.counts.members: unknown role (known roles: member, member_heldin, nonmember, population)"),
+        (
+            sentence_table(4, 3),
+            {"member": 3, "member_heldin": 2},
+            "raw.counts: 5 trained patients asked for (member 3 + member_heldin 2), there are 4",
+        ),
+        (
+            sentence_table(4, 3),
+            {"nonmember": 4},
+            "raw.counts: 4 untrained patients asked for (nonmember 4), there are 3",
+        ),
+        (
+            sentence_table(0, 3).drop(columns="trained"),
+            {"nonmember": 2, "population": 2},
+            "raw.counts: 4 patients asked for (nonmember 2 + population 2), there are 3",
+        ),
+        (
+            sentence_table(0, 3).drop(columns="trained"),
+            {"member": 1},
+            "raw.counts.member: members need a `trained` column in the sentence table (MIMIC with member lists)",
+        ),
+        (
+            sentence_table(2, 2),
+            {"members": 1},
+            "raw.counts.members: unknown role (known roles: member, member_heldin, nonmember, population)",
+        ),
         (sentence_table(2, 2), {"member": -1}, "raw.counts.member: must be a non-negative integer, got -1"),
     ],
 )
@@ -270,8 +318,10 @@ def test_write_processed_round_trip(tmp_path, mimic_files):
         "200,4,2,Discharged home.\n"
     )
     # the paper's processed format: read back with positions
-    spec = {"columns": {"group": 0, "text": 3},
-            "files": [{"path": str(p), "role": role, "source": "mimic"} for p, role in zip(paths, ["member", "nonmember"])]}
+    spec = {
+        "columns": {"group": 0, "text": 3},
+        "files": [{"path": str(p), "role": role, "source": "mimic"} for p, role in zip(paths, ["member", "nonmember"])],
+    }
     back = read_dataset(spec, key="datasets.mimic")
     assert back["text"].tolist() == drawn.sort_values("role", kind="stable")["text"].tolist()
     assert back["sample_id"].tolist()[:2] == ["mimic_member:0", "mimic_member:1"]

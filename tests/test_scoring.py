@@ -12,21 +12,27 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import TINY_MAX_LEN, TINY_WORDS, tiny_vocab
-from mlmia import scoring
+
 from mlmia.cli import main
-from mlmia.errors import UserError
-from mlmia.masks import mask_patterns, n_masked, sample_key
-from mlmia.models import load_mlm, mlm_parts
-from mlmia.scoring import OUTPUT_COLUMNS, score_samples, score_samples_oracle
+from mlmia.core.errors import UserError
+from mlmia.core.keys import stable_key
+from mlmia.models.loading import load_mlm, mlm_parts
+from mlmia.scoring import energy as scoring
+from mlmia.scoring.energy import score_samples as score_samples_strict
+from mlmia.scoring.energy import score_samples_oracle as score_samples_oracle_strict
+from mlmia.scoring.layout import SCORE_COLUMNS
+from mlmia.scoring.masks import mask_patterns, n_masked
 
 ATOL = 1e-5
 # CUDA (bf16 autocast; fp16 where bf16 is missing) against the fp32 CPU oracle: bf16 keeps 8
 # mantissa bits (relative rounding 2^-9 per value), rounding errors accumulate over the
 # layers and the tiny models' energies are 3-6 nats, so 2% relative plus 0.05 absolute.
 GPU_RTOL, GPU_ATOL = 0.02, 0.05
-DOCUMENTED_COLUMNS = ["sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed"]
+DOCUMENTED_COLUMNS = [
+    "sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed",
+    "token_logp", "token_mean", "token_var", "token_top1",
+]  # fmt: skip
 
 
 def _texts(n_words_list, seed=0):
@@ -35,8 +41,17 @@ def _texts(n_words_list, seed=0):
 
 
 # content lengths 1..35 (C(T, l) <= 10 for T <= 5: exact enumeration) and two texts longer
-# than the tiny models' 40 positions (truncated)
+# than the tiny models' 40 positions: these tests allow truncation (the scorer refuses such
+# texts by default: test_an_over_long_text_is_refused_unless_truncation_is_allowed)
 LENGTHS = [1, 2, 3, 4, 5, 7, 8, 13, 20, 35, 60, 90]
+
+
+def score_samples(*args, **kwargs):
+    return score_samples_strict(*args, **{"truncate": True, **kwargs})
+
+
+def score_samples_oracle(*args, **kwargs):
+    return score_samples_oracle_strict(*args, **{"truncate": True, **kwargs})
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -65,6 +80,12 @@ def _assert_same(fast: pd.DataFrame, ref: pd.DataFrame, atol=ATOL):
     for a, b in zip(fast["per_pattern"], ref["per_pattern"]):
         assert len(a) == len(b)
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=atol)
+    for column in ("token_logp", "token_mean", "token_var"):
+        for a, b in zip(fast[column], ref[column]):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=10 * atol)
+    for a, b, n in zip(fast["token_top1"], ref["token_top1"], fast["k"] * fast["n_masked"]):
+        assert len(a) == len(b) == n
+        assert np.mean(np.asarray(a) == np.asarray(b)) > 0.95  # near-ties may flip the argmax
 
 
 def _split(df, n):
@@ -92,12 +113,16 @@ def _hand_pattern_ce(model, ids, positions):
 # --------------------------------------------------------------------------- masks
 
 
-@pytest.mark.parametrize("t, expected", [(1, 1), (3, 1), (6, 1), (7, 2), (13, 2), (14, 3), (20, 3), (21, 4), (100, 15), (510, 77)])
+@pytest.mark.parametrize(
+    "t, expected", [(1, 1), (3, 1), (6, 1), (7, 2), (13, 2), (14, 3), (20, 3), (21, 4), (100, 15), (510, 77)]
+)
 def test_n_masked_is_ceil_15_percent(t, expected):
     assert n_masked(t) == expected
 
 
-@pytest.mark.parametrize("t, expected", [(1, 1), (6, 1), (7, 1), (13, 1), (14, 2), (20, 3), (21, 3), (100, 15), (510, 76)])
+@pytest.mark.parametrize(
+    "t, expected", [(1, 1), (6, 1), (7, 1), (13, 1), (14, 2), (20, 3), (21, 3), (100, 15), (510, 76)]
+)
 def test_floor_mask_count_as_the_authors_code(t, expected):
     # int(0.15 * T), at least one masked token
     assert n_masked(t, "floor") == expected
@@ -141,20 +166,24 @@ def test_exact_enumeration_when_k_covers_all_patterns():
 
 
 def test_masks_do_not_depend_on_python_hash_seed():
-    code = "from mlmia.masks import mask_patterns, sample_key; print(sample_key('abc'), mask_patterns(3, 'abc', 25, 4).tolist())"
+    code = "from mlmia.core.keys import stable_key; from mlmia.scoring.masks import mask_patterns; print(stable_key('abc'), mask_patterns(3, 'abc', 25, 4).tolist())"
     outs = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed, "PATH": ""}
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
         ).stdout
         for seed in ("1", "2")
     }
-    assert outs == {f"{sample_key('abc')} {mask_patterns(3, 'abc', 25, 4).tolist()}\n"}
+    assert outs == {f"{stable_key('abc')} {mask_patterns(3, 'abc', 25, 4).tolist()}\n"}
 
 
 # --------------------------------------------------------------------------- fast path vs oracle
 
 
-@pytest.mark.parametrize("energy", ["masked", "normalized"])
+@pytest.mark.parametrize("energy", ["masked", "normalized", "pll_word_l2r"])
 @pytest.mark.parametrize("batch_size", [None, 1, 7, 1000])
 def test_fast_path_equals_oracle(bert, samples, energy, batch_size):
     model, tok = bert
@@ -164,7 +193,10 @@ def test_fast_path_equals_oracle(bert, samples, energy, batch_size):
     assert fast["n_tokens"].tolist()[:-2] == [min(n, TINY_MAX_LEN - 2) for n in LENGTHS][:-2]
     assert fast["n_tokens"].tolist()[-2:] == [TINY_MAX_LEN - 2] * 2  # truncated
     if energy == "masked":
-        combos = [min(10, int(np.prod(range(t - n_masked(t) + 1, t + 1)) // np.prod(range(1, n_masked(t) + 1)))) for t in fast["n_tokens"]]
+        combos = [
+            min(10, int(np.prod(range(t - n_masked(t) + 1, t + 1)) // np.prod(range(1, n_masked(t) + 1))))
+            for t in fast["n_tokens"]
+        ]
         assert fast["k"].tolist() == combos
         assert fast["k"].tolist()[:5] == [1, 2, 3, 4, 5]  # exact enumeration, l = 1
     else:
@@ -199,12 +231,16 @@ def test_input_order_is_kept_and_irrelevant(bert, samples):
     shuffled = samples.sample(frac=1.0, random_state=4).reset_index(drop=True)
     out = score_samples(model, tok, shuffled, k=10, seed=5)
     assert out["sample_id"].tolist() == shuffled["sample_id"].tolist()
-    base = score_samples(model, tok, samples, k=10, seed=5).set_index("sample_id").loc[shuffled["sample_id"]].reset_index()
+    base = (
+        score_samples(model, tok, samples, k=10, seed=5).set_index("sample_id").loc[shuffled["sample_id"]].reset_index()
+    )
     _assert_same(out, base)
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CPU-only machine: CUDA autocast not testable)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (CPU-only machine: CUDA autocast not testable)"
+)
 @pytest.mark.parametrize("energy", ["masked", "normalized"])
 def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
     model, tok = load_mlm(tiny_bert_dir, "cpu")
@@ -226,7 +262,14 @@ def test_stats_are_returned_and_logged_without_texts(bert, samples):
     assert (stats.device, stats.dtype, stats.batch_size, stats.batch_policy) == ("cpu", "float32", 6, "batch size 6")
     assert stats.n_batches == -(-stats.n_sequences // 6) and stats.oom_halvings == 0
     assert stats.seconds > 0 and stats.tokens_per_s == pytest.approx(stats.n_tokens / stats.seconds)
-    assert set(stats.as_dict()) >= {"samples_per_s", "sequences_per_s", "tokens_per_s", "scored_tokens_per_s", "device", "dtype"}
+    assert set(stats.as_dict()) >= {
+        "samples_per_s",
+        "sequences_per_s",
+        "tokens_per_s",
+        "scored_tokens_per_s",
+        "device",
+        "dtype",
+    }
     final = [r.getMessage() for r in records if r.getMessage().startswith(f"scored {len(samples)} samples (")]
     assert final == [stats.summary()]
     for part in ("sequences/s", "scored tokens/s", "device cpu", "float32", "batch size up to 6"):
@@ -297,7 +340,10 @@ def test_three_token_sample_by_hand(bert, energy):
     assert tok(" ".join(words))["input_ids"] == ids
     by_hand = [_hand_pattern_ce(model, ids, [p])[0] for p in (1, 2, 3)]  # l = 1, C(3, 1) = 3 patterns
     df = pd.DataFrame({"sample_id": ["s"], "text": [" ".join(words)]})
-    for out in (score_samples(model, tok, df, energy=energy, k=10), score_samples_oracle(model, tok, df, energy=energy, k=10)):
+    for out in (
+        score_samples(model, tok, df, energy=energy, k=10),
+        score_samples_oracle(model, tok, df, energy=energy, k=10),
+    ):
         row = out.iloc[0]
         assert (row.n_tokens, row.n_masked, row.k) == (3, 1, 3)
         np.testing.assert_allclose(row.per_pattern, by_hand, atol=ATOL)
@@ -372,7 +418,7 @@ class _ListHandler(logging.Handler):
 def scoring_log():
     """The records the scorer logs at INFO and above inside the block."""
     handler = _ListHandler()
-    logger = logging.getLogger("mlmia.scoring")
+    logger = logging.getLogger("mlmia.scoring.energy")
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -392,7 +438,9 @@ def test_truncation_is_logged_with_a_count_and_no_text(bert):
     warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith("2 of 3 samples")
     assert out["n_tokens"].tolist() == [5, TINY_MAX_LEN - 2, TINY_MAX_LEN - 2]
-    progress = [r.getMessage() for r in records if re.match(r"scored \d+/3 samples, [\d.]+ samples/s on cpu", r.getMessage())]
+    progress = [
+        r.getMessage() for r in records if re.match(r"scored \d+/3 samples, [\d.]+ samples/s on cpu", r.getMessage())
+    ]
     assert progress and progress[-1].startswith("scored 2/3")
     logged = " ".join(r.getMessage() for r in records)
     assert not any(t[:20] in logged for t in texts)
@@ -429,10 +477,10 @@ def test_cli_score_end_to_end(tmp_path, tiny_bert_dir, bert, samples, suffix, en
     _write_samples(src, samples)
     out = tmp_path / "out" / "scores.parquet"
     rc = main(["score", "--model", str(tiny_bert_dir), "--samples", str(src), "--out", str(out),
-               "--energy", energy, "--masks", "4", "--seed", "2", "--model-name", "target"])  # fmt: skip
+               "--energy", energy, "--masks", "4", "--seed", "2", "--model-name", "target", "--truncate"])  # fmt: skip
     assert rc == 0
     got = pd.read_parquet(out)
-    assert list(got.columns) == DOCUMENTED_COLUMNS == OUTPUT_COLUMNS
+    assert list(got.columns) == DOCUMENTED_COLUMNS == SCORE_COLUMNS
     assert got["sample_id"].tolist() == samples["sample_id"].tolist()
     assert set(got["model"]) == {"target"} and set(got["energy_kind"]) == {energy} and set(got["seed"]) == {2}
     assert got["energy"].dtype == np.float64
@@ -460,7 +508,9 @@ def test_cli_refuses_an_encoder_without_mlm_head(tmp_path, capsys, tiny_bert_dir
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     enc = tmp_path / "encoder_only"
-    BertModel(BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(enc)
+    BertModel(
+        BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    ).save_pretrained(enc)
     AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(enc)
     src = tmp_path / "s.csv"
     _write_samples(src, samples)
@@ -476,7 +526,10 @@ def test_cli_default_model_label_is_the_directory_name(tmp_path, tiny_bert_dir, 
     src = tmp_path / "s.jsonl"
     _write_samples(src, samples.head(3))
     out = tmp_path / "scores.parquet"
-    assert main(["score", "--model", str(tiny_bert_dir) + "/", "--samples", str(src), "--out", str(out), "--masks", "2"]) == 0
+    assert (
+        main(["score", "--model", str(tiny_bert_dir) + "/", "--samples", str(src), "--out", str(out), "--masks", "2"])
+        == 0
+    )
     assert set(pd.read_parquet(out)["model"]) == {tiny_bert_dir.name}
 
 
@@ -506,3 +559,81 @@ def test_library_rejects_duplicate_ids(bert):
     with pytest.raises(UserError, match="duplicate"):
         score_samples(*bert, df)
 
+
+def test_an_over_long_text_is_refused_unless_truncation_is_allowed(bert):
+    model, tok = bert
+    df = pd.DataFrame({"sample_id": ["short", "long"], "text": _texts([5, 80], seed=3)})
+    with pytest.raises(UserError) as info:
+        score_samples_strict(model, tok, df, k=2)
+    message = str(info.value)
+    assert message.startswith("sample 'long' is longer than the model's maximum length (40 tokens")
+    assert "scoring.truncate: true" in message and "\n" not in message
+    assert df.text[1][:20] not in message
+    cut = score_samples_strict(model, tok, df, k=2, truncate=True)
+    assert cut.n_tokens.tolist() == [5, TINY_MAX_LEN - 2]
+
+
+def test_per_token_evidence_by_hand(bert):
+    """log p of the true token, E_p[log p], Var_p[log p] and the top-1 check of every scored
+    position, recomputed from the full model's logits in float64."""
+    model, tok = bert
+    words = ["chest", "pain", "daily", "aspirin"]
+    ids = _hand_ids(words)
+    df = pd.DataFrame({"sample_id": ["s"], "text": [" ".join(words)]})
+    row = score_samples(model, tok, df, energy="normalized").iloc[0]
+    mask_id = tiny_vocab().index("[MASK]")
+    expected = {"logp": [], "mean": [], "var": [], "top1": []}
+    for position in range(1, len(words) + 1):
+        x = torch.tensor([ids])
+        x[0, position] = mask_id
+        with torch.no_grad():
+            logits = model(x).logits[0, position].double()
+        logp = torch.log_softmax(logits, -1).numpy()
+        prob = np.exp(logp)
+        expected["logp"].append(logp[ids[position]])
+        expected["mean"].append(float(np.sum(prob * logp)))
+        expected["var"].append(float(np.sum(prob * logp**2) - np.sum(prob * logp) ** 2))
+        expected["top1"].append(int(np.argmax(logp)) == ids[position])
+    np.testing.assert_allclose(row.token_logp, expected["logp"], atol=ATOL)
+    np.testing.assert_allclose(row.token_mean, expected["mean"], atol=ATOL)
+    np.testing.assert_allclose(row.token_var, expected["var"], atol=1e-4)
+    assert list(row.token_top1) == expected["top1"]
+    assert np.mean(row.token_logp) == pytest.approx(-row.energy, abs=ATOL)
+
+
+def test_pll_word_l2r_masks_the_rest_of_the_word(bert):
+    """Kauf and Ivanova's PLL-word-l2r by hand: a word of three pieces (a, ##b, ##c) scores
+    a with a, b, c masked, b with b, c masked, c alone; a one-piece word as the normalized
+    energy does."""
+    model, tok = bert
+    vocab = tiny_vocab()
+    text = "chest abc"  # "abc" -> a ##b ##c in the tiny vocabulary
+    ids = tok(text)["input_ids"]
+    assert [vocab[i] for i in ids] == ["[CLS]", "chest", "a", "##b", "##c", "[SEP]"]
+    expected = [
+        _hand_pattern_ce(model, ids, [1])[0],
+        _masked_ce(model, ids, masked=[2, 3, 4], scored=2),
+        _masked_ce(model, ids, masked=[3, 4], scored=3),
+        _masked_ce(model, ids, masked=[4], scored=4),
+    ]
+    df = pd.DataFrame({"sample_id": ["s"], "text": [text]})
+    for out in (
+        score_samples(model, tok, df, energy="pll_word_l2r"),
+        score_samples_oracle(model, tok, df, energy="pll_word_l2r"),
+    ):
+        row = out.iloc[0]
+        assert (row.n_tokens, row.n_masked, row.k) == (4, 1, 4)
+        np.testing.assert_allclose(row.per_pattern, expected, atol=ATOL)
+        assert row.energy == pytest.approx(np.mean(expected), abs=ATOL)
+    normalized = score_samples(model, tok, df, energy="normalized").iloc[0]
+    assert normalized.per_pattern[0] == pytest.approx(expected[0], abs=ATOL)  # "chest" is one piece
+    assert normalized.per_pattern[1] != pytest.approx(expected[1], abs=1e-3)  # "a" saw ##b ##c there
+
+
+def _masked_ce(model, ids, masked, scored):
+    mask_id = tiny_vocab().index("[MASK]")
+    x = torch.tensor([ids])
+    x[0, masked] = mask_id
+    with torch.no_grad():
+        logp = torch.log_softmax(model(x).logits[0].double(), dim=-1)
+    return -float(logp[scored, ids[scored]])

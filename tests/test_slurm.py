@@ -2,7 +2,7 @@
 
 The cluster (tests/slurm_cluster.py: Debian's slurm-wlm and munge, installed here with
 apt-get when missing, all state in a temp dir) runs config/ci.yaml with the SLURM profile;
-every value of every results/tables/*.csv must equal the local `ci_run`'s (training and
+every value of every results/ci/tables/*.csv must equal the local `ci_run`'s (training and
 scoring are seeded, single-threaded on CPU, so bit-identical). The profile's resource
 requests are checked on what slurmctld recorded: the scoring jobs asked for a GPU, no other
 job did. docs/slurm.md describes the flags below.
@@ -28,20 +28,32 @@ RUN_TIMEOUT = 1200  # seconds; ~5 min on 2 idle cores
 # few seconds each, every second of latency counts:
 TEST_FLAGS = [
     # no accounting database here: squeue sees finished jobs for MinJobAge seconds
-    "--slurm-status-command", "squeue",
+    "--slurm-status-command",
+    "squeue",
     # first check after 1 s, and 1 s again after any job finished (the plugin adds 10 s
     # per check that saw none finish)
-    "--seconds-between-status-checks", "1",
-    "--slurm-init-seconds-before-status-checks", "1",
-    "--latency-wait", "10",
-    "--scheduler", "greedy",  # the ILP scheduler costs the main process seconds per round
+    "--seconds-between-status-checks",
+    "1",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--latency-wait",
+    "10",
+    "--scheduler",
+    "greedy",  # the ILP scheduler costs the main process seconds per round
     # ~70 attack/metrics/render jobs of a second each: one SLURM job (and one Snakemake
     # job-step start-up) per 7 of them. --cores 1 keeps each group job at 1 CPU (a group
     # asks for the sum over its parallel jobs, capped by --cores).
-    "--cores", "1",
-    "--groups", "attack_table=post", "attack_metrics=post", "roc_curve=post",
-    "render_table=render", "render_figure=render",
-    "--group-components", "post=7", "render=7",
+    "--cores",
+    "1",
+    "--groups",
+    "attack_table=post",
+    "attack_metrics=post",
+    "roc_curve=post",
+    "render_table=render",
+    "render_figure=render",
+    "--group-components",
+    "post=7",
+    "render=7",
 ]
 
 
@@ -78,14 +90,16 @@ def run_on_slurm(cluster: SlurmCluster, workdir: Path, *args: str, timeout: int 
 
 
 def table_differences(expected: Path, actual: Path) -> list[str]:
-    """Every difference between the results/tables/*.csv of two workflow directories."""
-    names = sorted(p.name for p in (expected / "results/tables").glob("*.csv"))
+    """Every difference between the results/ci/tables/*.csv of two workflow directories."""
+    names = sorted(p.name for p in (expected / "results/ci/tables").glob("*.csv"))
     problems = []
-    if names != sorted(p.name for p in (actual / "results/tables").glob("*.csv")):
-        problems.append(f"table files differ: {names} vs {sorted(p.name for p in (actual / 'results/tables').glob('*.csv'))}")
+    if names != sorted(p.name for p in (actual / "results/ci/tables").glob("*.csv")):
+        problems.append(
+            f"table files differ: {names} vs {sorted(p.name for p in (actual / 'results/ci/tables').glob('*.csv'))}"
+        )
     for name in names:
-        a = pd.read_csv(expected / "results/tables" / name)
-        b = pd.read_csv(actual / "results/tables" / name)
+        a = pd.read_csv(expected / "results/ci/tables" / name)
+        b = pd.read_csv(actual / "results/ci/tables" / name)
         if list(a.columns) != list(b.columns) or a.shape != b.shape:
             problems.append(f"{name}: columns/shape {list(a.columns)} {a.shape} vs {list(b.columns)} {b.shape}")
             continue
@@ -165,7 +179,10 @@ def test_profile_resources_dry_run(tmp_path):
     write_config(workdir, "ci.yaml")
     result = subprocess.run(
         [SNAKEMAKE, "--workflow-profile", "profiles/slurm", "--configfile", "test_config.yaml", "-n"],
-        cwd=workdir, capture_output=True, text=True, timeout=300,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     resources, rule = {}, None
@@ -206,7 +223,10 @@ def test_missing_packages_are_installed_with_apt_get(monkeypatch):
     monkeypatch.setattr(slurm_cluster.subprocess, "run", run)
     monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
     slurm_cluster.ensure_installed()
-    assert calls == [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "slurm-wlm", "munge"]]
+    assert calls == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "slurm-wlm", "munge"],
+    ]
     calls.clear()
     slurm_cluster.ensure_installed()  # all there now: nothing to do
     assert calls == []
@@ -232,10 +252,29 @@ def test_slurm_tests_skip_with_the_reason(tmp_path):
     tests = Path(__file__).resolve().parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(tests)]))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no_slurm_here", "-p", "no:cacheprovider", "-m", "slurm", "-q",
-         "-rs", str(tests / "test_slurm.py")],
-        cwd=tests.parent, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no_slurm_here",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "slurm",
+            "-q",
+            "-rs",
+            str(tests / "test_slurm.py"),
+        ],
+        cwd=tests.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "2 skipped" in result.stdout, result.stdout[-3000:]  # at once: no local run first
-    assert "SKIPPED" in result.stdout and "SLURM packages unavailable: apt-get install failed (100): no network here" in result.stdout
+    assert (
+        "SKIPPED" in result.stdout
+        and "SLURM packages unavailable: apt-get install failed (100): no network here" in result.stdout
+    )

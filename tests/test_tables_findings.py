@@ -1,50 +1,64 @@
-"""The table renderer, findings, exposure features, shards and code digests on small inputs."""
+"""The table renderer, findings with paired intervals, Table 7's features and split, shards, code digests."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from mlmia.attack import Experiment
-from mlmia.errors import UserError
-from mlmia.exposure import exposed_labels, exposure_metrics, simple_features
-from mlmia.findings import check_findings
-from mlmia.provenance import module_digest
-from mlmia.shards import shard_count, shard_slice
-from mlmia.tables import render_latex, render_markdown, tidy_table
+from mlmia.core.errors import UserError
+from mlmia.core.provenance import module_digest
+from mlmia.memorization.exposed_samples import exposed_labels, exposure_metrics, patient_split, simple_features
+from mlmia.metrics.protocols import METRIC_COLUMNS
+from mlmia.report.findings import check_findings, render_findings
+from mlmia.report.tables import render_latex, render_markdown, tidy_table
+from mlmia.scoring.shards import shard_count, shard_slice
+from mlmia.study.experiment import Experiment
 
 EXP = {"e1": Experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
 
 
-def metrics_frame(rows):
-    return pd.DataFrame(rows, columns=["metric", "method", "alpha", "fpr", "protocol", "level", "value", "ci_low", "ci_high"])
+def metrics_frame(rows, replicates=()):
+    """Estimate rows (metric, attack, threshold, alpha, fpr, value, low, high) and replicate
+    rows (metric, attack, threshold, alpha, fpr, replicate, value)."""
+    out = [(m, a, t, al, f, "corrected", "sample", v, lo, hi, not np.isnan(v) or m != "tpr_at_fpr", None, None)
+           for m, a, t, al, f, v, lo, hi in rows]  # fmt: skip
+    out += [
+        (m, a, t, al, f, "corrected", "sample", v, np.nan, np.nan, True, r, None) for m, a, t, al, f, r, v in replicates
+    ]
+    frame = pd.DataFrame(out, columns=METRIC_COLUMNS)
+    frame["replicate"] = frame["replicate"].astype("Int64")
+    return frame
 
 
+NAN = np.nan
 METRICS = {
     "e1": metrics_frame(
         [
-            ("auc", "lr", np.nan, np.nan, "corrected", "sample", 0.91234, 0.9, 0.93),
-            ("auc", "loss", np.nan, np.nan, "corrected", "sample", 0.61, 0.58, 0.64),
-            ("precision", "lr_pop", 0.1, np.nan, "corrected", "sample", 88.88, 85.0, 91.0),
-            ("precision", "lr_pop", 0.01, np.nan, "corrected", "sample", 99.0, 97.0, 100.0),
-            ("tpr_at_fpr", "lr", np.nan, 0.01, "corrected", "sample", 40.0, 30.0, 50.0),
-            ("tpr_at_fpr", "lr", np.nan, 0.1, "corrected", "sample", 70.0, 60.0, 80.0),
-            ("tpr_at_fpr", "loss", np.nan, 0.1, "corrected", "sample", 20.0, 15.0, 25.0),
+            ("auc", "likelihood_ratio", None, NAN, NAN, 0.91234, 0.9, 0.93),
+            ("auc", "loss", None, NAN, NAN, 0.61, 0.58, 0.64),
+            ("precision", "likelihood_ratio", "population", 0.1, NAN, 88.88, 85.0, 91.0),
+            ("precision", "likelihood_ratio", "population", 0.01, NAN, 99.0, 97.0, 100.0),
+            ("tpr_at_fpr", "likelihood_ratio", None, NAN, 0.01, 40.0, 30.0, 50.0),
+            ("tpr_at_fpr", "likelihood_ratio", None, NAN, 0.001, NAN, NAN, NAN),
+            ("tpr_at_fpr", "likelihood_ratio", None, NAN, 0.1, 70.0, 60.0, 80.0),
+            ("tpr_at_fpr", "loss", None, NAN, 0.1, 20.0, 15.0, 25.0),
         ]
-    )
+    )  # fmt: skip
 }
+ROWS = [
+    {"metric": "auc", "attack": "likelihood_ratio", "label": "AUC (B)"},
+    {"metric": "precision", "attack": "likelihood_ratio", "threshold": "population", "label": "Prec. (B)"},
+    {"metric": "tpr_at_fpr", "attack": "likelihood_ratio", "fpr": 0.01, "label": "TPR@1%"},
+]
 SPEC = {
     "title": "T",
-    "rows": [
-        {"metric": "auc", "method": "lr", "label": "AUC (B)"},
-        {"metric": "precision", "method": "lr_pop", "label": "Prec. (B)"},
-        {"metric": "tpr_at_fpr", "method": "lr", "fpr": 0.01, "label": "TPR@1%"},
-    ],
-    "columns": [{"id": "c10", "header": "ten", "experiment": "e1", "alpha": 0.1}, {"id": "c1", "header": "one", "experiment": "e1", "alpha": 0.01}],
-}
+    "columns": [{"id": "c10", "header": "ten", "experiment": "e1", "alpha": 0.1},
+                {"id": "c1", "header": "one", "experiment": "e1", "alpha": 0.01}],
+}  # fmt: skip
+PAPER = {"c1": {"precision/likelihood_ratio/population": 98.5}}
 
 
 def test_cells_pick_the_right_metric_and_paper_value():
-    tidy = tidy_table("t9", SPEC, {}, EXP, METRICS, {"t9": {"c1": {"precision/lr_pop": 98.5}}}, ["corrected"])
+    tidy = tidy_table("t9", SPEC, ROWS, EXP, METRICS, PAPER, ["corrected"])
     cell = tidy[(tidy.column == "c1") & (tidy.metric == "precision")].iloc[0]
     assert cell.value == 99.0 and cell.alpha == 0.01 and cell.paper_value == 98.5
     assert tidy[(tidy.column == "c10") & (tidy.metric == "precision")].value.iloc[0] == 88.88
@@ -53,28 +67,64 @@ def test_cells_pick_the_right_metric_and_paper_value():
     markdown = render_markdown(tidy, SPEC)
     assert "| Prec. (B) | 88.9 [85.0, 91.0] | 99.0 [97.0, 100.0] (98.5) |" in markdown
     assert "| AUC (B) | 0.912 [0.900, 0.930] | 0.912 [0.900, 0.930] |" in markdown
+    assert "In parentheses: the number published in the paper" in markdown and "patient bootstrap" in markdown
     assert r"\%" in render_latex(tidy, SPEC)
 
 
+def test_a_table_says_only_what_it_shows():
+    # no paper value, no interval: no note promising them; an unresolvable cell: "n.r." and its footnote
+    rows = [{"metric": "tpr_at_fpr", "attack": "likelihood_ratio", "fpr": 0.001, "label": "TPR@0.1%"}]
+    tidy = tidy_table("t", SPEC, rows, EXP, METRICS, {}, ["corrected"])
+    markdown = render_markdown(tidy, SPEC)
+    assert "| TPR@0.1% | n.r. | n.r. |" in markdown
+    assert "n.r.: not resolvable" in markdown
+    assert "published in the paper" not in markdown and "In brackets" not in markdown
+
+
 def test_missing_metric_names_table_column_and_row():
-    spec = dict(SPEC, rows=[{"metric": "recall", "method": "lr_pop", "label": "Rec. (B)"}])
-    with pytest.raises(UserError, match="table 't9', column 'c10', row 'Rec. \\(B\\)': 0 metrics match recall/lr_pop"):
-        tidy_table("t9", spec, {}, EXP, METRICS, {}, ["corrected"])
+    rows = [{"metric": "recall", "attack": "likelihood_ratio", "threshold": "population", "label": "Rec. (B)"}]
+    with pytest.raises(
+        UserError,
+        match="table 't9', column 'c10', row 'Rec. \\(B\\)': 0 metrics match recall/likelihood_ratio/population",
+    ):
+        tidy_table("t9", SPEC, rows, EXP, METRICS, {}, ["corrected"])
 
 
-def test_findings_hold_or_not_from_the_numbers():
-    findings = [
-        {"id": "a", "claim": "lr over loss", "experiments": "sample", "compare": {"metric": "auc", "method": "lr"}, "against": {"metric": "auc", "method": "loss"}},
-        {"id": "b", "claim": "recall far above", "experiments": "sample", "margin": 60,
-         "compare": {"metric": "tpr_at_fpr", "method": "lr", "fpr": 0.1}, "against": {"metric": "tpr_at_fpr", "method": "loss", "fpr": 0.1}},
-    ]  # fmt: skip
-    checks = check_findings(findings, METRICS, {"e1": "sample"})
-    assert checks.holds.tolist() == [True, False]  # 0.912 > 0.61; 70 - 20 = 50 is not above 60
-    assert checks.separated.tolist() == [True, True]
-    # a finding scoped to named experiments is checked on those only, whatever their level
-    named = [dict(findings[1], experiments=["e1"], margin=40)]
-    checks = check_findings(named, METRICS, {"e1": "sample", "e2": "sample"})
-    assert checks.experiment.tolist() == ["e1"] and checks.holds.tolist() == [True]  # 50 > 40
+def check(compare, against, margin=0.0, allow_equal=False, scope="e1"):
+    return {"finding": "f", "claim": "c", "scope": scope, "margin": margin, "allow_equal": allow_equal,
+            "compare": {"experiment": "e1", **compare}, "against": {"experiment": "e1", **against}}  # fmt: skip
+
+
+def test_findings_compare_on_the_same_replicates():
+    # two attacks whose marginal intervals overlap, but whose paired difference is always
+    # positive: separated; and a pair whose difference changes sign: not separated
+    reps_a = [("auc", "a", None, NAN, NAN, r, 0.70 + 0.02 * np.sin(r)) for r in range(40)]
+    reps_b = [("auc", "b", None, NAN, NAN, r, 0.68 + 0.02 * np.sin(r)) for r in range(40)]
+    reps_c = [("auc", "c", None, NAN, NAN, r, 0.69 + 0.03 * np.cos(r)) for r in range(40)]
+    metrics = {"e1": metrics_frame(
+        [("auc", "a", None, NAN, NAN, 0.70, 0.68, 0.72), ("auc", "b", None, NAN, NAN, 0.68, 0.66, 0.70),
+         ("auc", "c", None, NAN, NAN, 0.69, 0.66, 0.72)], reps_a + reps_b + reps_c)}  # fmt: skip
+    checks = check_findings(
+        [check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "b"}),
+         check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "c"}),
+         check({"metric": "auc", "attack": "b"}, {"metric": "auc", "attack": "a"}),
+         check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "b"}, margin=0.05)],
+        metrics,
+    )  # fmt: skip
+    assert checks.difference.tolist() == pytest.approx([0.02, 0.01, -0.02, 0.02])
+    assert checks.difference_ci_low.iloc[0] == pytest.approx(0.02) == checks.difference_ci_high.iloc[0]
+    assert checks.verdict.tolist() == ["separated", "not separated", "reversed", "reversed"]
+    assert checks.holds.tolist() == [True, True, False, False]
+    assert checks.replicates.tolist() == [40] * 4
+    text = render_findings(checks, "w")
+    assert "2 of 4 checks hold by the point estimate; 1 of 4 separate" in text
+    assert "| 0.020 [0.020, 0.020] | yes | separated |" in text
+
+
+def test_findings_refuse_a_cell_without_metrics():
+    with pytest.raises(UserError, match="0 metrics match recall/likelihood_ratio/population"):
+        check_findings([check({"metric": "recall", "attack": "likelihood_ratio", "threshold": "population"},
+                              {"metric": "auc", "attack": "loss"})], METRICS)  # fmt: skip
 
 
 def test_exposure_features_by_hand():
@@ -90,14 +140,26 @@ def test_exposure_features_by_hand():
 
 
 def test_exposure_labels_and_degenerate_case():
-    attack = pd.DataFrame(
-        {"role": ["member"] * 4 + ["population"] * 10, "stat": [-5.0, -4.0, -3.5, 2.0] + list(np.linspace(-3, 3, 10)), "sample_id": range(14)}
-    )
-    members = exposed_labels(attack, 0.1)  # threshold: the lowest population value, -3
+    attack = pd.DataFrame({
+        "role": ["member"] * 4 + ["population"] * 10, "group_id": list("aabb") + list("pqrstuvwxy"),
+        "target_energy": [-5.0, -4.0, -3.5, 2.0] + list(np.linspace(-3, 3, 10)), "reference_energy": 0.0,
+        "sample_id": range(14),
+    })  # fmt: skip
+    members = exposed_labels(attack, 0.1)  # threshold: the lowest population statistic, -3
     assert members.exposed.tolist() == [True, True, True, False]
     # too few of one class: empty cells, not invented numbers
     metrics = exposure_metrics(members, pd.DataFrame({"digits": [1, 2, 3, 4]}), np.zeros((4, 2)), 0.1)
     assert metrics.value.isna().all() and set(metrics.split) == {"train", "test"}
+
+
+def test_table7_split_keeps_each_patient_on_one_side():
+    rng = np.random.default_rng(0)
+    groups = np.repeat([f"p{i}" for i in range(40)], 5)
+    y = rng.random(200) < 0.3
+    train, test = patient_split(y, groups, 0.3, seed=0)
+    assert not set(groups[train]) & set(groups[test])
+    assert sorted(np.r_[train, test].tolist()) == list(range(200))
+    assert 0.2 < len(test) / 200 < 0.45
 
 
 def test_shards_cover_every_sample_once_in_order():
@@ -109,6 +171,10 @@ def test_shards_cover_every_sample_once_in_order():
 
 
 def test_module_digest_tracks_source():
-    assert module_digest("mlmia.tables") != module_digest("mlmia.metrics")
-    assert module_digest("mlmia.tables", "mlmia.metrics") == module_digest("mlmia.metrics", "mlmia.tables")
-    assert len(module_digest("mlmia.tables")) == 16
+    assert module_digest("mlmia.report.tables") != module_digest("mlmia.metrics.protocols")
+    assert module_digest("mlmia.report.tables", "mlmia.metrics") == module_digest(
+        "mlmia.metrics", "mlmia.report.tables"
+    )
+    assert len(module_digest("mlmia.report.tables")) == 16
+    # a package's digest covers its modules
+    assert module_digest("mlmia.metrics") != module_digest("mlmia.metrics.protocols")

@@ -11,21 +11,30 @@ import pandas as pd
 import pytest
 import torch
 
-from mlmia.errors import UserError
-from mlmia.train import (SPECIAL_TOKENS, masked_lm_loss, mlm_mask, model_settings, train_from_table, train_mlm,
-                         train_tokenizer, tokenizer_from_tables, word_counts, wordpiece_vocab)
+from mlmia.core.errors import UserError
+from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
+from mlmia.models.training import masked_lm_loss, mlm_mask, model_settings, train_from_table, train_mlm
 
-TEXTS = [
-    f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation."
-    for i in range(30)
-] + [
-    f"VS: T 98.{i % 10} BP 1{i % 9 + 1}0/80 HR {60 + i} RR 16 O2 sat 9{i % 10}% on RA."
-    for i in range(30)
-] + ["Lungs: clear to auscultation bilaterally, no wheezes, rales, rhonchi."] * 10
+TEXTS = (
+    [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]
+    + [f"VS: T 98.{i % 10} BP 1{i % 9 + 1}0/80 HR {60 + i} RR 16 O2 sat 9{i % 10}% on RA." for i in range(30)]
+    + ["Lungs: clear to auscultation bilaterally, no wheezes, rales, rhonchi."] * 10
+)
 
-TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "batch_size": 16,
-        "lr": 3e-3, "epochs": 12, "warmup_ratio": 0.1, "seed": 0, "dropout": 0.0, "pack": False,
-        "crop_prob": 0.5}
+TINY = {
+    "hidden_size": 32,
+    "num_layers": 1,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "batch_size": 16,
+    "lr": 3e-3,
+    "epochs": 12,
+    "warmup_ratio": 0.1,
+    "seed": 0,
+    "dropout": 0.0,
+    "pack": False,
+    "crop_prob": 0.5,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +47,9 @@ def tok_dir(tmp_path_factory):
 def _fixed_mask_loss(model, tokenizer, texts, seed=0):
     enc = tokenizer(texts, padding=True, return_tensors="pt")
     special = torch.isin(enc["input_ids"], torch.tensor(tokenizer.all_special_ids))
-    ids, labels = mlm_mask(enc["input_ids"], special, len(tokenizer), tokenizer.mask_token_id,
-                           torch.Generator().manual_seed(seed))
+    ids, labels = mlm_mask(
+        enc["input_ids"], special, len(tokenizer), tokenizer.mask_token_id, torch.Generator().manual_seed(seed)
+    )
     with torch.no_grad():
         return float(masked_lm_loss(model, ids, enc["attention_mask"], labels))
 
@@ -68,22 +78,42 @@ def test_tokenizer_ids_are_canonical(tmp_path):
     assert a == b
 
 
-
 def _tie_heavy_texts(n=400, seed=0):
     """Lines of words drawn from a small lexicon: many pairs with equal counts (ties)."""
     rng = random.Random(seed)
-    stems = ["metoprolol", "lisinopril", "atorvastatin", "warfarin", "heparin", "insulin", "aspirin",
-             "furosemide", "amlodipine", "albuterol", "pneumonia", "sepsis", "effusion", "edema",
-             "tachycardia", "bradycardia", "hypotension", "dyspnea", "orthopnea", "wheezes", "rales"]
+    stems = [
+        "metoprolol",
+        "lisinopril",
+        "atorvastatin",
+        "warfarin",
+        "heparin",
+        "insulin",
+        "aspirin",
+        "furosemide",
+        "amlodipine",
+        "albuterol",
+        "pneumonia",
+        "sepsis",
+        "effusion",
+        "edema",
+        "tachycardia",
+        "bradycardia",
+        "hypotension",
+        "dyspnea",
+        "orthopnea",
+        "wheezes",
+        "rales",
+    ]
     words = stems + [s[:k] + t[k:] for s in stems for t in stems[:5] for k in (3, 5)]
-    return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + rng.choice([".", ",", " mg"])
-            for _ in range(n)]
+    return [
+        " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + rng.choice([".", ",", " mg"]) for _ in range(n)
+    ]
 
 
 _BUILD = """
 import sys
 from pathlib import Path
-from mlmia.train import tokenizer_from_tables
+from mlmia.models.tokenizer import tokenizer_from_tables
 tokenizer_from_tables([sys.argv[1]], sys.argv[2], vocab_size=int(sys.argv[3]), min_frequency=2)
 """
 
@@ -97,8 +127,13 @@ def test_vocabulary_is_the_same_in_every_process(tmp_path):
     for seed in ("0", "4242"):
         out = tmp_path / f"tok_{seed}"
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        result = subprocess.run([sys.executable, "-c", _BUILD, str(table), str(out), "300"], env=env,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", _BUILD, str(table), str(out), "300"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         dirs.append(out)
     here = tokenizer_from_tables([table], tmp_path / "here", vocab_size=300, min_frequency=2)
@@ -127,11 +162,11 @@ def test_vocabulary_properties():
     assert "q" in base and "##q" not in base  # "q" only ever starts a word here
     # the most frequent word's pairs come first: len(word) - 1 merges make it one token
     top = wordpiece_vocab(counts, vocab_size=len(base) + len("zyxomab") - 1, min_frequency=2)
-    assert top[-1] == "zyxomab" and all(t.lstrip("#") in "zyxomab" for t in top[len(base):])
+    assert top[-1] == "zyxomab" and all(t.lstrip("#") in "zyxomab" for t in top[len(base) :])
     # the asked size when the corpus allows it; the same tokens whatever the input order
     for size in (len(base) + 1, 150, 400):
         vocab = wordpiece_vocab(counts, vocab_size=size, min_frequency=2)
-        assert len(vocab) == size and vocab[:len(base)] == base
+        assert len(vocab) == size and vocab[: len(base)] == base
         assert vocab == wordpiece_vocab(dict(reversed(list(counts.items()))), vocab_size=size, min_frequency=2)
     # no limit on the size: merging stops when no pair occurs min_frequency times, and every
     # word that occurs that often is then a single token; a rarer one is not merged
@@ -139,7 +174,6 @@ def test_vocabulary_properties():
     assert set(full) >= {w for w, c in counts.items() if c >= 2}
     assert "qat" not in full and "##at" in full
     assert len(wordpiece_vocab(counts, vocab_size=10**6, min_frequency=10**6)) == len(base)
-
 
 
 def _naive_wordpiece_vocab(counts, vocab_size, min_frequency):
@@ -173,7 +207,7 @@ def _naive_wordpiece_vocab(counts, vocab_size, min_frequency):
         for k, syms in enumerate(split):
             merged, j = [], 0
             while j < len(syms):
-                if syms[j:j + 2] == [a, b]:
+                if syms[j : j + 2] == [a, b]:
                     merged.append(new)
                     j += 2
                 else:
@@ -188,12 +222,13 @@ def test_vocabulary_matches_the_slow_recipe():
     recounting everything at each step (repeated letters: overlapping pairs such as aaa)."""
     rng = random.Random(1)
     for _ in range(150):
-        letters = "abcde"[:rng.randint(1, 5)]
+        letters = "abcde"[: rng.randint(1, 5)]
         counts = Counter()
         for _ in range(rng.randint(1, 30)):
             counts["".join(rng.choice(letters) for _ in range(rng.randint(1, 8)))] += rng.randint(1, 5)
         size, min_frequency = rng.randint(5, 80), rng.randint(1, 4)
         assert wordpiece_vocab(counts, size, min_frequency) == _naive_wordpiece_vocab(counts, size, min_frequency)
+
 
 def test_vocabulary_follows_the_tokenizers_trainer(tmp_path):
     """The same recipe as the `tokenizers` WordPiece trainer: only ties may go the other way.
@@ -206,9 +241,16 @@ def test_vocabulary_follows_the_tokenizers_trainer(tmp_path):
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(
-        vocab_size=250, min_frequency=2, special_tokens=SPECIAL_TOKENS, continuing_subword_prefix="##",
-        show_progress=False))
+    tok.train_from_iterator(
+        texts,
+        trainers.WordPieceTrainer(
+            vocab_size=250,
+            min_frequency=2,
+            special_tokens=SPECIAL_TOKENS,
+            continuing_subword_prefix="##",
+            show_progress=False,
+        ),
+    )
     ours = set(wordpiece_vocab(word_counts(texts), vocab_size=250, min_frequency=2))
     assert len(ours) == len(tok.get_vocab()) == 250
     assert len(ours ^ set(tok.get_vocab())) <= 0.2 * 250
@@ -244,8 +286,11 @@ def test_masked_position_head_equals_full_logits_loss(tok_dir):
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
-                                       num_attention_heads=2, intermediate_size=64)).eval()
+    model = BertForMaskedLM(
+        BertConfig(
+            vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+        )
+    ).eval()
     enc = tok(TEXTS[:20], padding=True, return_tensors="pt")
     special = torch.isin(enc["input_ids"], torch.tensor(tok.all_special_ids))
     ids, labels = mlm_mask(enc["input_ids"], special, len(tok), tok.mask_token_id, torch.Generator().manual_seed(1))
@@ -277,7 +322,7 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
 def test_packed_training_covers_every_line_and_learns(tok_dir, tmp_path):
     import numpy as np
 
-    from mlmia.train import _pack
+    from mlmia.models.training import _pack
 
     lines = [np.arange(10 * i, 10 * i + 1 + i % 7) for i in range(40)]
     blocks = _pack(lines, 16, np.random.default_rng(0), sep_id=-1)
@@ -285,9 +330,15 @@ def test_packed_training_covers_every_line_and_learns(tok_dir, tmp_path):
     assert all(len(b) == 16 for b in blocks[:-1])
     assert len(stream) == sum(len(x) + 1 for x in lines)
     assert sorted(stream[stream >= 0].tolist()) == sorted(np.concatenate(lines).tolist())
-    info = train_mlm(TEXTS * 3, tok_dir, tmp_path / "p", config={**TINY, "pack": True, "block_size": 32,
-                                                                "batch_size": 4, "epochs": 6},
-                     threads=1, device="cpu", log_every=5)
+    info = train_mlm(
+        TEXTS * 3,
+        tok_dir,
+        tmp_path / "p",
+        config={**TINY, "pack": True, "block_size": 32, "batch_size": 4, "epochs": 6},
+        threads=1,
+        device="cpu",
+        log_every=5,
+    )
     log = pd.read_csv(tmp_path / "p" / "train_log.csv")
     assert info["steps"] > 20 and log["loss"].iloc[-1] < log["loss"].iloc[0] - 0.5
 
@@ -301,8 +352,15 @@ def test_continue_from_a_saved_model(tok_dir, tmp_path):
     train_from_table(tmp_path / "t.parquet", tok_dir, base, config={**TINY, "epochs": 2}, threads=1, device="cpu")
     plus = tmp_path / "plus"
     # the size keys of the config are ignored when continuing: the saved model's sizes win
-    info = train_from_table(tmp_path / "t.parquet", tok_dir, plus, config={**TINY, "epochs": 2, "hidden_size": 64},
-                            init_dir=base, threads=1, device="cpu")
+    info = train_from_table(
+        tmp_path / "t.parquet",
+        tok_dir,
+        plus,
+        config={**TINY, "epochs": 2, "hidden_size": 64},
+        init_dir=base,
+        threads=1,
+        device="cpu",
+    )
     assert info["init_from"] == str(base)
     a = BertForMaskedLM.from_pretrained(str(base))
     b = BertForMaskedLM.from_pretrained(str(plus))

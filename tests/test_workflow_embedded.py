@@ -1,11 +1,22 @@
-"""The embedded world end to end on the CI config, and what a config change reruns."""
+"""The embedded world end to end on the CI config, what a config or code change reruns, and
+runs that never overwrite each other."""
+
+import hashlib
+import shutil
 
 import matplotlib.image
 import pandas as pd
-from workflow_helpers import edit_yaml, planned_jobs
+from workflow_helpers import REPO, edit_yaml, paper_scores_root, planned_jobs, run_snakemake
 
-TABLES = [f"table{n}" for n in range(2, 12)]
-FIGURES = ["fig3a", "fig3b", "fig4", "fig5"]
+TABLES = [f"table{n}" for n in range(2, 12)] + ["table_zoo"]
+FIGURES = ["fig3a", "fig3b", "fig4", "fig5", "fig_zoo"]
+# the paper's two attacks, the normalized-energy (B) and every attack of the zoo
+ZOO_ATTACKS = {
+    "likelihood_ratio", "loss", "likelihood_ratio_normalized", "pll_word_l2r", "zlib", "min_k", "min_k_plus_plus",
+    "neighbourhood", "lira_offline", "lira_online", "rmia", "blind",
+}  # fmt: skip
+SHADOW_CLASSIFIERS = {"Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP"}
+RUN = "results/ci"
 
 
 def rules_of(jobs):
@@ -15,33 +26,86 @@ def rules_of(jobs):
 def test_every_table_and_figure(ci_run):
     for table in TABLES:
         for ext in ("csv", "md", "tex"):
-            assert (ci_run / f"results/tables/{table}.{ext}").stat().st_size > 0
-    table9 = pd.read_csv(ci_run / "results/tables/table9.csv")
+            assert (ci_run / f"{RUN}/tables/{table}.{ext}").stat().st_size > 0
+    table9 = pd.read_csv(ci_run / f"{RUN}/tables/table9.csv")
     assert table9.column.nunique() == 10
     assert set(table9.target) == {"base", "base_pp", "large", "large_pp", "base_b"}
     assert set(table9.length) == {"short", "long"}
+    assert set(table9.attack) == {"loss", "likelihood_ratio"}
     aucs = table9[table9.metric == "auc"].value
     assert aucs.between(0, 1).all()
-    assert set(pd.read_csv(ci_run / "results/tables/table11.csv").energy) == {"normalized"}
-    assert set(pd.read_csv(ci_run / "results/tables/table10.csv").alpha.dropna()) == {0.01}
-    table2 = pd.read_csv(ci_run / "results/tables/table2.csv")
+    assert set(pd.read_csv(ci_run / f"{RUN}/tables/table11.csv").energy) == {"normalized"}
+    assert set(pd.read_csv(ci_run / f"{RUN}/tables/table10.csv").alpha.dropna()) == {0.01}
+    table2 = pd.read_csv(ci_run / f"{RUN}/tables/table2.csv")
     assert set(table2.level) == {"sample", "patient"}
-    assert "| L(s) |" in (ci_run / "results/tables/table8.md").read_text()
+    # 16 MIMIC non-members cannot resolve a TPR at 1% FPR: printed as such, not as a number
+    tpr = table2[table2.metric == "tpr_at_fpr"]
+    assert not tpr.resolvable.any() and tpr.value.isna().all()
+    assert "| TPR@1%FPR (B) | n.r. |" in (ci_run / f"{RUN}/tables/table2.md").read_text()
+    assert "| L(s) |" in (ci_run / f"{RUN}/tables/table8.md").read_text()
     # Tables 9-11 say which samples each column holds (the paper's headers are swapped)
-    assert "Base (long)" in (ci_run / "results/tables/table9.md").read_text()
+    assert "Base (long)" in (ci_run / f"{RUN}/tables/table9.md").read_text()
+    table7 = (ci_run / f"{RUN}/tables/table7.md").read_text()
+    assert "split by patient" in table7 and "published in the paper" not in table7 and "In brackets" not in table7
     for figure in FIGURES:
-        image = matplotlib.image.imread(ci_run / f"results/figures/{figure}.png")
+        image = matplotlib.image.imread(ci_run / f"{RUN}/figures/{figure}.png")
         assert image.shape[0] > 100 and image.shape[1] > 100 and image.std() > 0.01
-        assert (ci_run / f"results/figures/{figure}.pdf").read_bytes().startswith(b"%PDF")
-    comparison = (ci_run / "results/paper_comparison.md").read_text()
+        assert (ci_run / f"{RUN}/figures/{figure}.pdf").read_bytes().startswith(b"%PDF")
+    comparison = (ci_run / f"{RUN}/paper_comparison.md").read_text()
     assert "| Sample MIMIC | AUC (B) | published |" in comparison
+    # the default table of the zoo: the attacks that need no extra model, B the comparison
+    zoo = pd.read_csv(ci_run / f"{RUN}/tables/table_zoo.csv")
+    assert set(zoo.attack) == ZOO_ATTACKS - {"pll_word_l2r", "neighbourhood", "lira_offline", "lira_online", "rmia"}
+    compared = zoo[zoo.attack != "likelihood_ratio"]
+    assert (
+        compared[compared.resolvable].difference.notna().all() and compared[compared.metric == "auc"].resolvable.all()
+    )
+    assert compared[~compared.resolvable].difference.isna().all()  # no difference of what cannot be estimated
+    # 43 checks: (B) above (A) in the 23 sample-level columns of Tables 2-6 and 9-11 and the
+    # zoo table's Base/short/i2b2, 5 single-pair claims, normalized vs masked, recall in
+    # Table 2's 2 sample-level columns, and 6 attacks against blind on 2 experiments
+    findings = pd.read_csv(ci_run / f"{RUN}/findings.csv")
+    assert len(findings) == 23 + 5 + 1 + 2 + 6 * 2 and findings.replicates.min() > 0
+    assert "of 43 separate" in (ci_run / f"{RUN}/findings.md").read_text()
+    # logs and benchmarks are the run's too
+    assert (ci_run / f"{RUN}/logs/attack_metrics/base_long_mimic.log").exists()
+    assert not (ci_run / "logs").exists() and not (ci_run / "benchmarks").exists()
+
+
+def test_zoo_and_shadow_targets(ci_run):
+    run_snakemake(ci_run, "zoo", "shadow", "--configfile", "test_config.yaml")
+    zoo = pd.read_csv(ci_run / f"{RUN}/tables/table_zoo_full.csv")
+    assert set(zoo.attack) == ZOO_ATTACKS
+    assert set(zoo.column) == {"long_mimic", "long_i2b2", "short_mimic", "short_i2b2"}
+    auc = zoo[zoo.metric == "auc"]
+    assert len(auc) == len(ZOO_ATTACKS) * 4 and auc.value.between(0, 1).all()
+    assert (auc.ci_low <= auc.value).all() and (auc.value <= auc.ci_high).all()
+    # 16 non-members per column: a TPR at 0.1% FPR is below 1/16, so never a number
+    assert zoo[(zoo.metric == "tpr_at_fpr") & (zoo.fpr == 0.001)].value.isna().all()
+    findings = pd.read_csv(ci_run / f"{RUN}/findings_zoo.csv")
+    assert len(findings) == (len(ZOO_ATTACKS) - 1) * 2  # every attack but blind, on 2 experiments
+    assert findings["against"].str.startswith("blind auc [zoo_long_").all()
+    image = matplotlib.image.imread(ci_run / f"{RUN}/figures/fig_zoo_full.png")
+    assert image.shape[0] > 100 and image.std() > 0.01
+    # Hisamoto et al.'s tables: accuracies of the five classifiers, bounded, with intervals
+    shadow = pd.read_csv(ci_run / f"{RUN}/shadow/tables.csv")
+    assert set(shadow.table.dropna()) == {"table2", "table3", "table4", "table5", "table6"}
+    assert set(shadow.classifier) == SHADOW_CLASSIFIERS
+    assert shadow.accuracy.between(0, 1).all()
+    assert ((shadow.ci_low <= shadow.accuracy) & (shadow.accuracy <= shadow.ci_high)).all()
+    assert set(shadow[shadow.result == "figure7"].in_percentage) == {10.0 * i for i in range(11)}
+    assert "near 50%" in (ci_run / f"{RUN}/shadow/findings.md").read_text()
+    assert (ci_run / f"{RUN}/shadow/figure7.pdf").read_bytes().startswith(b"%PDF")
+    # the zoo and the shadow study add to the run; the default targets stay up to date
+    assert rules_of(planned_jobs(ci_run, "--configfile", "test_config.yaml")) == set()
+    assert rules_of(planned_jobs(ci_run, "zoo", "shadow", "--configfile", "test_config.yaml")) == set()
 
 
 def test_everything_up_to_date(ci_run):
     assert rules_of(planned_jobs(ci_run, "--configfile", "test_config.yaml")) == set()
 
 
-def test_alpha_change_reruns_only_threshold_metrics_and_tables(ci_run, tmp_path):
+def test_alpha_change_reruns_only_threshold_metrics_and_tables(ci_run):
     spec = ci_run / "config/tables.yaml"
     original = spec.read_text()
     try:
@@ -86,7 +150,45 @@ def test_epochs_change_retrains_that_model_and_rescoring_follows(ci_run):
     jobs = planned_jobs(ci_run, "--configfile", str(config))
     trained = {out for rule, out in jobs if rule == "train_model"}
     # Large++ continues Large's training, so it follows; no other model is touched
-    assert trained == {"results/models/large", "results/models/large_pp"}
+    assert trained == {f"{RUN}/models/large", f"{RUN}/models/large_pp"}
     scored = {out.split("/")[-1].split(".")[0] for rule, out in jobs if rule == "score_shard"}
     assert scored == {"large", "large_pp"}
     assert not rules_of(jobs) & {"train_tokenizer", "build_corpora", "select_samples"}
+
+
+def test_a_change_to_the_scorer_rescores_and_a_change_to_the_renderer_does_not(ci_run, tmp_path):
+    # The library as the workflow would import it after an edit: a copy first on PYTHONPATH.
+    shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(tmp_path)}
+    assert rules_of(planned_jobs(ci_run, "--configfile", "test_config.yaml", env=env)) == set()
+    energy = tmp_path / "mlmia" / "scoring" / "energy.py"
+    energy.write_text(energy.read_text() + "\n# an edit to the scorer\n")
+    jobs = planned_jobs(ci_run, "--configfile", "test_config.yaml", env=env)
+    scored = [out for rule, out in jobs if rule == "score_shard"]
+    assert len(scored) == 15  # every model, energy kind and shard
+    assert {"join_scores", "attack_table", "attack_metrics"} <= rules_of(jobs)
+    assert not rules_of(jobs) & {"train_model", "build_corpora"}
+    energy.write_text(energy.read_text().replace("\n# an edit to the scorer\n", ""))
+    tables = tmp_path / "mlmia" / "report" / "tables.py"
+    tables.write_text(tables.read_text() + "\n# an edit to the renderer\n")
+    jobs = planned_jobs(ci_run, "--configfile", "test_config.yaml", env=env)
+    assert rules_of(jobs) == {"render_table", "paper_comparison", "all"}
+
+
+def digests(folder):
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_another_config_leaves_this_run_untouched(ci_run):
+    before = digests(ci_run / RUN)
+    config = ci_run / "scores_config.yaml"
+    shutil.copy2(REPO / "config" / "paper_scores.yaml", config)
+    edit_yaml(config, imported__root=str(paper_scores_root()), metrics__bootstrap=0)
+    run_snakemake(ci_run, "table2", "--configfile", str(config))
+    assert (ci_run / "results/paper_scores/tables/table2.md").exists()
+    assert digests(ci_run / RUN) == before
+    assert sorted(p.name for p in (ci_run / "results").iterdir()) == ["ci", "paper_scores"]

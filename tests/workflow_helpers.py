@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,18 +40,38 @@ def write_config(dest: Path, base: str, **overrides) -> Path:
     return path
 
 
-def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [SNAKEMAKE, "--cores", "2", *args], cwd=workdir, capture_output=True, text=True, timeout=1200
+def run_snakemake(
+    workdir: Path, *args: str, check: bool = True, env: dict | None = None, timeout: int = 1200
+) -> subprocess.CompletedProcess:
+    """Snakemake on 2 cores in `workdir`. `timeout` is a guard against a hung run, not a
+    timing check (a busy machine can take several times as long); on expiry the whole
+    process group is killed, so that no job outlives the test."""
+    process = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2", *args],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=None if env is None else {**os.environ, **env},
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"snakemake ran past {timeout} s:\n{stdout[-3000:]}\n{stderr[-3000:]}") from None
+    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if check and result.returncode != 0:
-        raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        raise AssertionError(
+            f"snakemake failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        )
     return result
 
 
-def planned_jobs(workdir: Path, *args: str) -> list[tuple[str, str]]:
+def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> list[tuple[str, str]]:
     """(rule, output line) of every job a dry run would execute."""
-    result = run_snakemake(workdir, "-n", *args)
+    result = run_snakemake(workdir, "-n", *args, env=env)
     jobs, rule = [], None
     for line in result.stdout.splitlines():
         stripped = line.strip()
@@ -58,7 +80,7 @@ def planned_jobs(workdir: Path, *args: str) -> list[tuple[str, str]]:
         elif line.startswith("localrule ") and stripped.endswith(":"):
             rule = stripped[10:-1]
         elif rule and stripped.startswith("output:"):
-            jobs.append((rule, stripped[len("output:"):].strip()))
+            jobs.append((rule, stripped[len("output:") :].strip()))
             rule = None
         elif rule and stripped.startswith("jobid:") and rule in ("all",):
             jobs.append((rule, ""))
@@ -82,5 +104,5 @@ def run_config(workdir: Path, base: str) -> Path:
     """The whole workflow on config/<base> in a fresh copy of the repository at `workdir`."""
     copy_workflow(workdir)
     write_config(workdir, base)
-    run_snakemake(workdir, "--configfile", "test_config.yaml")
+    run_snakemake(workdir, "--configfile", "test_config.yaml", timeout=5400)
     return workdir

@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mlmia.errors import UserError
-from mlmia.logs import setup_logging
+from mlmia.core.errors import UserError
+from mlmia.core.logs import setup_logging
 
 
 def _score(args: argparse.Namespace) -> None:
-    from mlmia.scoring import score_file
+    from mlmia.core.io import check_output_path
+    from mlmia.scoring.energy import score_file
+
+    # before any work: the output must not be an input, a directory or unwritable
+    check_output_path(args.out, [args.samples, args.model, args.tokenizer])
 
     score_file(
         model=args.model,
@@ -26,18 +30,26 @@ def _score(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         mask_count=args.mask_count,
         precision=args.precision,
+        truncate=args.truncate,
     )
 
 
 def _convert(args: argparse.Namespace) -> None:
-    from mlmia.models import convert_checkpoint
+    from mlmia.models.loading import convert_checkpoint
 
     print(convert_checkpoint(args.src, args.dst, tokenizer=args.tokenizer))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the one-line form of every other error."""
+
+    def error(self, message: str):
+        self.exit(2, f"mlmia: error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mlmia", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="mlmia", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     score = sub.add_parser("score", help="energy of every sample under a masked language model")
     score.add_argument("--model", required=True, help="local model directory or hub id")
@@ -46,15 +58,34 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--energy", choices=["masked", "normalized"], default="masked")
     score.add_argument("--masks", type=int, default=10, help="K, the number of masking patterns (masked energy)")
     score.add_argument("--seed", type=int, default=0)
-    score.add_argument("--reduction", choices=["mean", "sum"], default="mean", help="over the masked positions of a pattern")
+    score.add_argument(
+        "--reduction", choices=["mean", "sum"], default="mean", help="over the masked positions of a pattern"
+    )
     score.add_argument("--batch-size", type=int, default=None, help="masked copies per forward pass (default: chosen)")
     score.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    score.add_argument("--model-name", default=None, help="label written in the `model` column (default: the path's name)")
-    score.add_argument("--tokenizer", default=None, help="scoring tokenizer when not the model's own (directory or hub id)")
-    score.add_argument("--mask-count", choices=["ceil", "floor"], default="ceil",
-                       help="masked tokens per pattern: ceil(0.15 T) (the paper's text) or floor (the authors' code)")
-    score.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
-                       help="CUDA autocast dtype (CPU always fp32)")
+    score.add_argument(
+        "--model-name", default=None, help="label written in the `model` column (default: the path's name)"
+    )
+    score.add_argument(
+        "--tokenizer", default=None, help="scoring tokenizer when not the model's own (directory or hub id)"
+    )
+    score.add_argument(
+        "--mask-count",
+        choices=["ceil", "floor"],
+        default="ceil",
+        help="masked tokens per pattern: ceil(0.15 T) (the paper's text) or floor (the authors' code)",
+    )
+    score.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16", "fp16"],
+        default="auto",
+        help="CUDA autocast dtype (CPU always fp32)",
+    )
+    score.add_argument(
+        "--truncate",
+        action="store_true",
+        help="cut samples longer than the model's maximum length (default: refuse them; a cut sample's score is its prefix's)",
+    )
     score.set_defaults(func=_score)
 
     convert = sub.add_parser("convert", help="convert an old pytorch_pretrained_bert checkpoint to save_pretrained")

@@ -1,15 +1,18 @@
 import pandas as pd
 
-from mlmia.io import write_parquet
-from mlmia.metrics import MetricSettings, attack_metrics
-from mlmia.runner import run_step
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
+from mlmia.metrics.protocols import MetricSettings, attack_metrics, sample_universe
 
 
 def main(snakemake):
-    table = pd.read_parquet(snakemake.input[0])
-    settings = MetricSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in snakemake.params.settings.items()})
-    where = f"experiment {snakemake.wildcards.experiment!r}"
-    write_parquet(attack_metrics(table, settings, where), snakemake.output[0])
+    metrics = attack_metrics(
+        pd.read_parquet(snakemake.input.attack),
+        MetricSettings.from_params(snakemake.params.settings),
+        where=f"experiment {snakemake.wildcards.experiment!r}",
+        universe=sample_universe(pd.read_parquet(snakemake.input.samples, columns=["role", "source", "group_id"])),
+    )
+    write_parquet(metrics, snakemake.output[0])
 
 
 run_step(snakemake, main)

@@ -1,16 +1,24 @@
 import pandas as pd
 
-from mlmia.attack import build_attack_table
-from mlmia.io import write_parquet
-from mlmia.runner import run_step
+from mlmia.attacks.table import build_attack_table, group_score_inputs
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
 
 
 def main(snakemake):
+    experiment, columns = snakemake.params.experiment, snakemake.params.columns
+    scores = group_score_inputs({key: path for key, path in snakemake.input.items() if "__" in key})
+    splits = snakemake.input.get("splits")
     table = build_attack_table(
         pd.read_parquet(snakemake.input.samples),
-        pd.read_parquet(snakemake.input.target),
-        pd.read_parquet(snakemake.input.reference),
-        snakemake.params.experiment,
+        scores,
+        snakemake.params.models,
+        columns,
+        energy=experiment.energy,
+        splits=pd.read_parquet(splits) if splits else None,
+        settings=snakemake.params.settings,
+        where=f"experiment {experiment.name!r}",
+        **experiment.selection(),
     )
     write_parquet(table, snakemake.output[0])
 

@@ -1,5 +1,5 @@
-from mlmia.corpus import write_world
-from mlmia.runner import run_step
+from mlmia.core.runner import run_step
+from mlmia.world.corpus import write_world
 
 
 def main(snakemake):

@@ -1,14 +1,13 @@
 import pandas as pd
 
-from mlmia.findings import check_findings, render_findings
-from mlmia.io import write_text
-from mlmia.runner import run_step
+from mlmia.core.io import write_text
+from mlmia.core.runner import run_step
+from mlmia.report.findings import check_findings, render_findings
 
 
 def main(snakemake):
-    levels = snakemake.params.levels
-    metrics = {name: pd.read_parquet(path) for name, path in zip(levels, snakemake.input)}
-    checks = check_findings(snakemake.params.findings, metrics, levels)
+    metrics = {name: pd.read_parquet(path) for name, path in snakemake.input.items()}
+    checks = check_findings(snakemake.params.checks, metrics)
     write_text(checks.to_csv(index=False), snakemake.output.table)
     write_text(render_findings(checks, snakemake.params.world), snakemake.output.markdown)
 

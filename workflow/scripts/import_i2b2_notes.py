@@ -1,7 +1,7 @@
 import os
 
-from mlmia.raw import i2b2_xml, sample_patients, write_processed
-from mlmia.runner import run_step
+from mlmia.core.runner import run_step
+from mlmia.data.raw import i2b2_xml, sample_patients, write_processed
 
 
 def main(snakemake):

@@ -1,6 +1,6 @@
-from mlmia.importing import files_from_config, import_manifest, score_sets_from_config
-from mlmia.io import write_parquet
-from mlmia.runner import run_step
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
+from mlmia.data.importing import files_from_config, import_manifest, score_sets_from_config
 
 
 def main(snakemake):

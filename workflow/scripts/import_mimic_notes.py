@@ -1,7 +1,7 @@
 import os
 
-from mlmia.raw import insert_names, mimic_noteevents, read_names, sample_patients, write_processed
-from mlmia.runner import run_step
+from mlmia.core.runner import run_step
+from mlmia.data.raw import insert_names, mimic_noteevents, read_names, sample_patients, write_processed
 
 
 def main(snakemake):

@@ -1,7 +1,7 @@
 import pandas as pd
 
-from mlmia.io import write_parquet
-from mlmia.runner import run_step
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
 
 
 def main(snakemake):

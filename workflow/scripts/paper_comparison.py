@@ -1,8 +1,8 @@
 import pandas as pd
 
-from mlmia.comparison import paper_comparison
-from mlmia.io import write_text
-from mlmia.runner import run_step
+from mlmia.core.io import write_text
+from mlmia.core.runner import run_step
+from mlmia.report.comparison import paper_comparison
 
 
 def main(snakemake):

@@ -1,7 +1,7 @@
 import pandas as pd
 
-from mlmia.figures import render_figure
-from mlmia.runner import run_step
+from mlmia.core.runner import run_step
+from mlmia.report.figures import render_figure
 
 
 def main(snakemake):

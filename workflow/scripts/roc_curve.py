@@ -1,12 +1,16 @@
 import pandas as pd
 
-from mlmia.io import write_parquet
-from mlmia.metrics import roc_points
-from mlmia.runner import run_step
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
+from mlmia.metrics.protocols import roc_points
 
 
 def main(snakemake):
-    write_parquet(roc_points(pd.read_parquet(snakemake.input[0]), snakemake.params.level), snakemake.output[0])
+    params = snakemake.params
+    table = pd.read_parquet(snakemake.input[0])
+    write_parquet(
+        roc_points(table, params.attacks, params.level, attack_params=params.attack_params), snakemake.output[0]
+    )
 
 
 run_step(snakemake, main)

@@ -1,10 +1,10 @@
 import pandas as pd
 
-from mlmia.io import write_parquet
-from mlmia.models import load_mlm
-from mlmia.runner import run_step
-from mlmia.scoring import score_samples
-from mlmia.shards import shard_slice
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
+from mlmia.models.loading import load_mlm
+from mlmia.scoring.energy import score_samples
+from mlmia.scoring.shards import shard_slice
 
 
 def main(snakemake):
@@ -16,7 +16,7 @@ def main(snakemake):
         tokenizer,
         samples,
         energy=snakemake.wildcards.energy,
-        k=params.k or 1,
+        k=params.k,
         seed=params.seed,
         reduction=params.reduction,
         batch_size=params.batch_size,
@@ -24,6 +24,7 @@ def main(snakemake):
         num_threads=snakemake.threads,
         mask_count=params.mask_count,
         precision=params.precision,
+        truncate=params.truncate,
     )
     write_parquet(scores, snakemake.output[0])
 

@@ -1,5 +1,5 @@
-from mlmia.runner import run_step
-from mlmia.train import train_from_table
+from mlmia.core.runner import run_step
+from mlmia.models.training import train_from_table
 
 
 def main(snakemake):
@@ -11,7 +11,7 @@ def main(snakemake):
         config=dict(params.model),
         init_dir=inputs.get("init", None) or None,
         threads=snakemake.threads,
-        device=params.device or "auto",
+        device=params.device,
         name=params.name,
     )
 

@@ -1,0 +1,191 @@
+"""The attack interface and the registry.
+
+An attack turns per-sample columns of an attack table into one statistic per sample. It
+declares what it reads (`inputs`: for each input role, the columns it needs), the direction
+of its statistic (`lower_is_member`), whether a patient's statistic is the mean of its
+samples' (`aggregates`) and its `parameters` with their defaults (a config's
+``attacks.<name>`` section overrides them). Tables, figures and findings name attacks by
+`name`; nothing dispatches on a string.
+
+Input roles and the attack-table columns they give (`input_column`):
+
+- ``target``, ``reference``: one model's score columns, ``{role}_{column}``: "energy" (the
+  experiment's energy kind: ``target_energy``), "energy@<kind>" (another energy kind of the
+  same model: ``target_normalized_energy``), and the per-token evidence of the scored
+  positions, lists in pattern order: "token_logp" (log p of the true token), "token_mean"
+  and "token_var" (mean and variance of log p under the model's distribution at that
+  position), "token_top1" (whether the top-1 prediction is the true token);
+- ``references``: the same columns for each of the experiment's reference models, as lists
+  (one value per reference: ``references_energy``), with ``references_in`` (whether the
+  sample was in that reference's training split);
+- ``neighbours``: the target's columns on the sample's neighbours (texts with a few tokens
+  replaced), as lists: ``neighbours_energy``;
+- ``sample``: features of the sample itself, computed from its text when the attack table
+  is built (`mlmia.attacks.table.SAMPLE_FEATURES`): ``sample_zlib_bytes``.
+
+Attacks are found in three places, in this order: the modules of this package (one module,
+one attack: a new built-in attack needs no other change), the Python entry-point group
+``mlmia.attacks`` (a user's own attack, from any installed distribution), and `register`
+(an attack defined at run time, e.g. in a test).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from importlib.metadata import entry_points
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError
+
+#: where an attack's inputs come from (see the module docstring)
+INPUT_ROLES = ("target", "reference", "references", "neighbours", "sample")
+#: the roles whose columns come from a model's score table
+MODEL_ROLES = ("target", "reference", "references", "neighbours")
+ENTRY_POINT_GROUP = "mlmia.attacks"
+#: modules of this package that hold no attack
+_NOT_ATTACKS = ("base", "table")
+
+
+class Attack:
+    """One membership-inference attack. Subclasses set the class attributes and `statistic`.
+
+    - `name`: the registry name (letters, digits and underscores) that configs use;
+    - `label`: how tables and figures print it, e.g. "(B) likelihood ratio";
+    - `inputs`: {input role: (columns, ...)}, roles from `INPUT_ROLES`;
+    - `lower_is_member`: True when a lower statistic means "member" (an energy, a loss);
+    - `aggregates`: True when a patient's statistic is the mean of its samples' statistics;
+    - `row_local`: True when a row's statistic reads that row only (False: it compares the
+      row with others, as RMIA's population or a pooled variance does, so it is computed
+      once on the whole table and never on a part of it);
+    - `parameters`: the attack's settings and their defaults; `self.params` holds them with
+      the config's values (``attacks.<name>``) applied.
+    """
+
+    name: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    inputs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    lower_is_member: ClassVar[bool] = True
+    aggregates: ClassVar[bool] = True
+    row_local: ClassVar[bool] = True
+    parameters: ClassVar[dict[str, object]] = {}
+
+    def __init__(self, **params) -> None:
+        unknown = sorted(set(params) - set(self.parameters))
+        if unknown:
+            known = ", ".join(self.parameters) or "none"
+            raise UserError(
+                f"config key attacks.{self.name}: unknown parameter(s) {', '.join(unknown)} (known: {known})"
+            )
+        self.params = {**self.parameters, **params}
+
+    def statistic(self, table: pd.DataFrame) -> np.ndarray:
+        """One float per row of `table` (an attack table or a part of it)."""
+        raise NotImplementedError
+
+    def reads_other_rows(self) -> bool:
+        """Whether a row's statistic depends on the other rows of the table it is given."""
+        return not self.row_local
+
+    def columns(self) -> list[str]:
+        """The attack-table columns this attack reads."""
+        out = [input_column(role, column) for role, columns in self.inputs.items() for column in columns]
+        return out + (["references_in"] if "references" in self.inputs else [])
+
+    def member_score(self, table: pd.DataFrame) -> np.ndarray:
+        """The statistic turned so that higher means "member" (what ROC curves rank by)."""
+        statistic = np.asarray(self.statistic(table), dtype=float)
+        return -statistic if self.lower_is_member else statistic
+
+    def __repr__(self) -> str:
+        return f"<attack {self.name}>"
+
+
+def input_column(role: str, column: str) -> str:
+    """The attack-table column holding `column` of input `role`: "target_energy", and for
+    another energy kind "energy@normalized", "target_normalized_energy"."""
+    if "@" in column:
+        name, kind = column.split("@", 1)
+        return f"{role}_{kind}_{name}"
+    return f"{role}_{column}"
+
+
+_registry: dict[str, type[Attack]] = {}
+_discovered = False
+
+
+def _check(cls) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Attack)):
+        raise UserError(f"attack registry: {cls!r} is not a subclass of mlmia.attacks.base.Attack")
+    if not cls.name or not cls.name.replace("_", "").isalnum():
+        raise UserError(f"attack registry: {cls.__qualname__} needs a `name` of letters, digits and underscores")
+    unknown = set(cls.inputs) - set(INPUT_ROLES)
+    if unknown:
+        raise UserError(
+            f"attack {cls.name!r}: unknown input role(s) {', '.join(sorted(unknown))} (use {', '.join(INPUT_ROLES)})"
+        )
+
+
+def register(cls: type[Attack]) -> type[Attack]:
+    """Add an attack class to the registry (usable as a class decorator)."""
+    _check(cls)
+    known = _registry.get(cls.name)
+    if known is not None and known is not cls:
+        raise UserError(
+            f"attack {cls.name!r} is defined twice: {known.__module__}.{known.__qualname__} and "
+            f"{cls.__module__}.{cls.__qualname__}"
+        )
+    _registry[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    """Register the attacks of this package's modules, then those of the entry points."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    package = importlib.import_module("mlmia.attacks")
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name in _NOT_ATTACKS or module.name.startswith("_"):
+            continue
+        loaded = importlib.import_module(f"mlmia.attacks.{module.name}")
+        for value in vars(loaded).values():
+            if isinstance(value, type) and issubclass(value, Attack) and value.__module__ == loaded.__name__:
+                if value.name:
+                    register(value)
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = entry.load()
+        except Exception as exc:  # a broken plug-in: say which, in one line
+            raise UserError(f"attack entry point {entry.name!r} ({entry.value}): cannot load: {exc}") from None
+        _check(cls)
+        if cls.name != entry.name:
+            raise UserError(f"attack entry point {entry.name!r} ({entry.value}): its class is named {cls.name!r}")
+        register(cls)
+
+
+def attack_names() -> list[str]:
+    """Every registered attack's name, built-in ones first."""
+    _discover()
+    return list(_registry)
+
+
+def get_attack(name: str, params: dict | None = None) -> Attack:
+    """The attack registered as `name`, with `params` over its default parameters."""
+    _discover()
+    if name not in _registry:
+        raise UserError(f"unknown attack {name!r} (known: {', '.join(_registry)})")
+    return _registry[name](**(params or {}))
+
+
+def attack_modules() -> list[str]:
+    """The modules that define the registered attacks (a code digest over them makes the
+    metrics rerun when an attack changes, a user's own included)."""
+    _discover()
+    modules = {cls.__module__ for cls in _registry.values()}
+    return sorted(m for m in modules if m != "__main__" and importlib.util.find_spec(m) is not None)

@@ -1,0 +1,43 @@
+"""The canonical sample table (the manifest) every stage reads: one row per sample with its
+unique `sample_id`, its patient (`group_id`), its `text`, the `role` it plays, the `source` it
+comes from, its length bucket and its number of content tokens."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mlmia.core.errors import UserError
+
+#: the roles a sample plays in an experiment; a patient plays one role
+ROLES = ("member", "member_heldin", "nonmember", "population")
+#: roles whose samples the target was trained on
+TRAINED_ROLES = ("member", "member_heldin")
+MANIFEST_COLUMNS = ["sample_id", "group_id", "text", "role", "source", "length", "n_tokens"]
+
+#: length buckets in content tokens (word pieces without [CLS]/[SEP])
+SHORT = (10, 19)
+LONG = (20, 60)
+LENGTHS = ("short", "long")
+
+
+def length_bucket(n_tokens: int) -> str | None:
+    """'short' for 10-19 content tokens, 'long' for 20-60, None otherwise."""
+    n = int(n_tokens)
+    if SHORT[0] <= n <= SHORT[1]:
+        return "short"
+    if LONG[0] <= n <= LONG[1]:
+        return "long"
+    return None
+
+
+def check_roles_disjoint(manifest: pd.DataFrame, where: str) -> None:
+    """A patient plays one role: one listed as a member and as a non-member (or population)
+    would make every patient-level number wrong. Names the patient and both roles."""
+    roles = manifest[["group_id", "role"]].astype(str).drop_duplicates()
+    twice = roles["group_id"].duplicated(keep=False)
+    if twice.any():
+        patient = roles.loc[twice, "group_id"].iloc[0]
+        both = sorted(roles.loc[roles["group_id"] == patient, "role"], key=ROLES.index)
+        raise UserError(
+            f"{where}: patient {patient!r} is in two roles ({' and '.join(both)}); a patient plays one role"
+        )

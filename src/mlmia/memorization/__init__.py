@@ -1,0 +1,1 @@
+"""Memorization: which samples leak (Table 7)."""

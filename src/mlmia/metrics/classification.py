@@ -1,0 +1,95 @@
+"""Metrics of a membership decision: pure functions on arrays.
+
+`y_true` is 1 for a member and 0 for a non-member; `score` is a member score, higher meaning
+"member" (an attack's `member_score`). Thresholds are in the same space: a unit is called a
+member when its score is strictly above the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def roc(y_true: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """False- and true-positive rates at every distinct threshold, from (0, 0) to (1, 1).
+
+    The receiver operating characteristic (Fawcett, "An introduction to ROC analysis",
+    Pattern Recognition Letters 27, 2006, Algorithm 1): units sorted by decreasing score, one
+    point per distinct score (tied units enter together). The same points as
+    `sklearn.metrics.roc_curve(..., drop_intermediate=False)`, without the (0, 0) duplicate.
+    """
+    y = np.asarray(y_true, dtype=bool)
+    s = np.asarray(score, dtype=float)
+    order = np.argsort(-s, kind="mergesort")
+    s, y = s[order], y[order]
+    last_of_tie = np.r_[np.nonzero(np.diff(s))[0], len(s) - 1] if len(s) else np.zeros(0, dtype=int)
+    tp = np.cumsum(y)[last_of_tie]
+    fp = np.cumsum(~y)[last_of_tie]
+    positives, negatives = int(y.sum()), int((~y).sum())
+    tpr = np.r_[0.0, tp / positives] if positives else np.r_[0.0, np.zeros(len(tp))]
+    fpr = np.r_[0.0, fp / negatives] if negatives else np.r_[0.0, np.zeros(len(fp))]
+    return fpr, tpr
+
+
+def auc(y_true: np.ndarray, score: np.ndarray) -> float:
+    """Area under the ROC curve: the probability that a random member scores above a random
+    non-member, ties counting one half (the Mann-Whitney U statistic over n1 n0; Hanley and
+    McNeil, Radiology 143, 1982). Equals `sklearn.metrics.roc_auc_score`."""
+    fpr, tpr = roc(y_true, score)
+    return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0))
+
+
+def resolvable(fpr_max: float, n_negatives: int) -> bool:
+    """Whether a true-positive rate at false-positive rate `fpr_max` can be estimated from
+    `n_negatives` non-members: only when at least one false positive is allowed, i.e.
+    fpr_max >= 1 / n_negatives. Below that, the only admissible threshold lets no
+    non-member through, whatever `fpr_max` is, and the number says nothing about it."""
+    return n_negatives > 0 and fpr_max * n_negatives >= 1.0 - 1e-9
+
+
+def tpr_at_fpr(y_true: np.ndarray, score: np.ndarray, fpr_max: float) -> float:
+    """The largest true-positive rate over thresholds whose false-positive rate is at most
+    `fpr_max` (Carlini et al., "Membership inference attacks from first principles", IEEE
+    S&P 2022, Section III: TPR at low FPR). NaN where `fpr_max` is not `resolvable`."""
+    y = np.asarray(y_true, dtype=bool)
+    if not resolvable(fpr_max, int((~y).sum())):
+        return math.nan
+    fpr, tpr = roc(y, score)
+    return float(tpr[fpr <= fpr_max + 1e-12].max())
+
+
+def precision_recall(y_true: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
+    """Precision and recall of "member" (0 precision when nothing is called a member, as
+    scikit-learn's `zero_division=0`)."""
+    y = np.asarray(y_true, dtype=bool)
+    p = np.asarray(predicted, dtype=bool)
+    true_positives = int(np.sum(y & p))
+    called = int(p.sum())
+    members = int(y.sum())
+    return (true_positives / called if called else 0.0), (true_positives / members if members else 0.0)
+
+
+def population_threshold(population_score: np.ndarray, alpha: float) -> float:
+    """The threshold at which at most a fraction `alpha` of the population is called a member:
+    the smallest t with at most floor(alpha n) population scores strictly above it (the
+    paper's alpha-quantile of the statistic over population samples, Section 3)."""
+    ordered = np.sort(np.asarray(population_score, dtype=float))[::-1]
+    return float(ordered[min(int(math.floor(alpha * len(ordered))), len(ordered) - 1)])
+
+
+def published_threshold(nonmember_score: np.ndarray, alpha: float) -> float:
+    """The authors' "population" threshold, taken on the non-members themselves. Their script
+    sorts the statistic (lower = member) in descending order and takes element
+    int(n (1 - alpha)) + 1 (clipped to the last); here the same element, found from member
+    scores (the statistic negated) and returned as a member-score threshold."""
+    ordered = np.sort(-np.asarray(nonmember_score, dtype=float))[::-1]
+    index = min(int(len(ordered) * (1 - alpha)) + 1, len(ordered) - 1)
+    return float(-ordered[index])
+
+
+def heldin_mean_threshold(heldin_score: np.ndarray) -> float:
+    """The loss baseline's mu threshold: the mean over known training samples (held-in
+    members), Yeom et al. 2018 (the paper's "threshold at mu")."""
+    return float(np.mean(np.asarray(heldin_score, dtype=float)))

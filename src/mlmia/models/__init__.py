@@ -1,0 +1,1 @@
+"""Masked language models: loading any checkpoint, the shared tokenizer, training from scratch."""

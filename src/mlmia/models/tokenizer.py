@@ -1,0 +1,325 @@
+"""The shared WordPiece tokenizer of the embedded world, trained on the union of its corpora.
+
+`train_tokenizer` saves a `transformers` BertTokenizerFast directory (BERT uncased
+normalisation). Its vocabulary is learnt by `wordpiece_vocab`: the `tokenizers` trainer's
+recipe with its ties broken by an order fixed by the data, so the same in every process (the
+trainer's is not: huggingface/tokenizers#1794). Loading any tokenizer: `mlmia.models.loading.load_tokenizer`.
+
+Reading sample text (`encode_text`, `content_tokens`): special-token strings written in a
+note ("[MASK]", "<mask>", "[PAD]") are read as the characters they are, everywhere text is
+scored or counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mlmia.core.errors import UserError
+from mlmia.core.logs import get_logger
+
+log = get_logger(__name__)
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def word_counts(texts: Iterable[str]) -> dict[str, int]:
+    """How often each word occurs in `texts` after BERT-uncased normalisation and
+    pre-tokenization (whitespace and punctuation splits), as the WordPiece model sees them."""
+    from tokenizers import pre_tokenizers
+
+    normalizer, pre_tokenizer = _bert_normalizer(), pre_tokenizers.BertPreTokenizer()
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(str(text))):
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def _bert_normalizer():
+    from tokenizers import normalizers
+
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
+
+
+def wordpiece_vocab(
+    counts: Mapping[str, int],
+    vocab_size: int = 3000,
+    min_frequency: int = 2,
+    special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS),
+    prefix: str = "##",
+) -> list[str]:
+    """A WordPiece vocabulary learnt from word counts, the same in every process.
+
+    The recipe of the `tokenizers` WordPiece trainer (BPE merges on the words, continuation
+    pieces marked with `prefix`), with its ties broken the same way in every process: the
+    trainer breaks a tie by the tokens' ids, and numbers the continuation characters in
+    hash-map order, so its vocabulary differs from run to run (huggingface/tokenizers#1794).
+    Here every token's rank is fixed by the data alone:
+
+    1. the special tokens; every character of the corpus, in code-point order; `prefix` +
+       each character that occurs inside a word, in code-point order (all kept, even beyond
+       `vocab_size`);
+    2. each word is split into its characters (`w`, `##o`, `##r`, `##d`); repeatedly the
+       adjacent pair with the most occurrences (word counts summed) is merged into one token
+       in every word (left to right), and the merged token (`w` + `##o` -> `wo`,
+       `##o` + `##r` -> `##or`) joins the vocabulary with the next rank. Ties: the pair whose
+       left token has the lower rank, then its right token (the trainer's rule: older,
+       shorter pieces first);
+    3. until the vocabulary has `vocab_size` tokens or no pair occurs `min_frequency` times.
+
+    Returns the tokens by rank (the order they were added)."""
+    import heapq
+
+    vocab: list[str] = []
+    rank: dict[str, int] = {}
+
+    def add(token: str) -> int:
+        if token not in rank:
+            rank[token] = len(vocab)
+            vocab.append(token)
+        return rank[token]
+
+    for token in special_tokens:
+        add(token)
+    words = sorted(w for w, c in counts.items() if w and c > 0)
+    freqs = [int(counts[w]) for w in words]
+    for ch in sorted({ch for w in words for ch in w}):
+        add(ch)
+    for ch in sorted({ch for w in words for ch in w[1:]}):
+        add(prefix + ch)
+    symbols = [[rank[w[0]]] + [rank[prefix + ch] for ch in w[1:]] for w in words]
+
+    # pair of ranks -> summed count, and -> the words that hold it (maybe no longer)
+    pair_count: dict[tuple[int, int], int] = {}
+    where: dict[tuple[int, int], set[int]] = {}
+    for i, (syms, f) in enumerate(zip(symbols, freqs)):
+        for pair in zip(syms, syms[1:]):
+            pair_count[pair] = pair_count.get(pair, 0) + f
+            where.setdefault(pair, set()).add(i)
+    # max-heap on the count, then min on (left, right) ranks; a pair's entry is stale once its
+    # count changed (the new count got its own entry)
+    heap = [(-c, a, b) for (a, b), c in pair_count.items()]
+    heapq.heapify(heap)
+    cut = len(prefix)
+    while len(vocab) < vocab_size and heap:
+        neg, a, b = heapq.heappop(heap)
+        count = pair_count.get((a, b), 0)
+        if count != -neg:
+            continue
+        if count < min_frequency:
+            break
+        right = vocab[b]
+        new = add(vocab[a] + (right[cut:] if right.startswith(prefix) else right))
+        changed: set[tuple[int, int]] = set()
+        for i in where.pop((a, b)):
+            syms, f = symbols[i], freqs[i]
+            merged, j = [], 0
+            while j < len(syms):
+                if j + 1 < len(syms) and syms[j] == a and syms[j + 1] == b:
+                    merged.append(new)
+                    j += 2
+                else:
+                    merged.append(syms[j])
+                    j += 1
+            if len(merged) == len(syms):
+                continue
+            for pair in zip(syms, syms[1:]):
+                pair_count[pair] -= f
+                changed.add(pair)
+            for pair in zip(merged, merged[1:]):
+                pair_count[pair] = pair_count.get(pair, 0) + f
+                where.setdefault(pair, set()).add(i)
+                changed.add(pair)
+            symbols[i] = merged
+        for pair in changed:
+            c = pair_count[pair]
+            if c > 0:
+                heapq.heappush(heap, (-c, *pair))
+            else:
+                del pair_count[pair]
+                where.pop(pair, None)
+    return vocab
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    out_dir: str | os.PathLike,
+    vocab_size: int = 3000,
+    min_frequency: int = 2,
+    model_max_length: int = 128,
+):
+    """Train a BERT-uncased WordPiece tokenizer on `texts`; save it as a BertTokenizerFast dir.
+
+    The vocabulary comes from `wordpiece_vocab` (deterministic: the same texts and settings
+    give byte-identical files in every process); ids are canonical: the special tokens, then
+    the other tokens sorted."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import BertTokenizerFast
+
+    texts = [str(t) for t in texts]
+    if not texts:
+        raise UserError("train_tokenizer: no training text")
+    learned = wordpiece_vocab(word_counts(texts), vocab_size=int(vocab_size), min_frequency=int(min_frequency))
+    rest = sorted(t for t in learned if t not in SPECIAL_TOKENS)
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + rest)}
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
+    tok.normalizer = _bert_normalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    fast = BertTokenizerFast(
+        tokenizer_object=tok,
+        do_lower_case=True,
+        model_max_length=int(model_max_length),
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+    )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(out_dir))
+    log.info("tokenizer: %d texts, vocabulary %d -> %s", len(texts), fast.vocab_size, out_dir)
+    return fast
+
+
+def tokenizer_from_tables(
+    text_paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, vocab_size: int = 3000, min_frequency: int = 2
+):
+    """Train the shared tokenizer on the union of training-text tables (column `text`)."""
+    from mlmia.core.io import read_table, require_columns
+
+    texts: list[str] = []
+    for p in text_paths:
+        df = read_table(p)
+        require_columns(df, ["text"], str(p))
+        texts.extend(df["text"].astype(str).tolist())
+    return train_tokenizer(texts, out_dir, vocab_size=vocab_size, min_frequency=min_frequency)
+
+
+# --------------------------------------------------------------------------- special-token strings in text
+
+
+def encode_text(tokenizer, texts, *, labels=None, **kwargs):
+    """`tokenizer(texts, **kwargs)` reading every special-token string in the text as the characters it is.
+
+    Notes and redacted corpora contain "[MASK]", "<mask>", "[PAD]" or "[SEP]" as text. Read
+    as the special tokens, a literal "[MASK]" would be scored as a masked position and a
+    literal "[PAD]" fed to the model but left out of the content tokens. Here the
+    tokenizer's special tokens are not matched in the text (`split_special_tokens`), and
+    a SentencePiece (Unigram) vocabulary that holds the special pieces itself ("[SEP]",
+    "<s>") does not produce them from text either (`text_tokenizer`), as SentencePiece
+    never does for its control symbols. WordPiece and byte-level BPE pre-tokenizers split
+    such strings at their punctuation, so they never match.
+
+    Always returns `special_tokens_mask` (1 for the tokens the tokenizer adds). A content
+    token that still has a special token's id (the unknown token's aside) is refused: a
+    UserError naming `labels[i]` (default "text i") and the id, never the text.
+    """
+    texts = list(texts)
+    kwargs["return_special_tokens_mask"] = True
+    reader = text_tokenizer(tokenizer)
+    backend = getattr(reader, "_tokenizer", None)
+    before = getattr(backend, "encode_special_tokens", None)
+    try:
+        enc = reader(texts, split_special_tokens=True, **kwargs)
+    finally:  # transformers leaves the flag on its backend; the caller's tokenizer stays as it was
+        if isinstance(before, bool) and backend.encode_special_tokens != before:
+            backend.encode_special_tokens = before
+    forbidden = _special_ids(tokenizer)
+    if forbidden.size:
+        for i, (ids, special) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
+            content = np.asarray(ids, dtype=np.int64)[np.asarray(special, dtype=bool) == 0]
+            hit = content[np.isin(content, forbidden)]
+            if hit.size:
+                label = labels[i] if labels is not None else f"text {i}"
+                raise UserError(
+                    f"{label}: the tokenizer {type(tokenizer).__name__} reads part of the text as special token "
+                    f"id {int(hit[0])}; it cannot score such text as characters"
+                )
+    return enc
+
+
+def _special_ids(tokenizer) -> np.ndarray:
+    """ids of the special tokens, the unknown token's aside (text may well be unknown)."""
+    ids = {i for i in tokenizer.all_special_ids if isinstance(i, int)}
+    with contextlib.suppress(NotImplementedError, AttributeError):
+        ids.update(i for i, tok in tokenizer.added_tokens_decoder.items() if getattr(tok, "special", False))
+    ids.discard(tokenizer.unk_token_id)
+    return np.array(sorted(ids), dtype=np.int64)
+
+
+def _special_strings(tokenizer) -> set[str]:
+    strings = {str(t) for t in tokenizer.all_special_tokens}
+    with contextlib.suppress(NotImplementedError, AttributeError):
+        strings.update(tok.content for tok in tokenizer.added_tokens_decoder.values() if getattr(tok, "special", False))
+    return strings
+
+
+def text_tokenizer(tokenizer):
+    """The tokenizer to read text with: `tokenizer` itself, or for a Unigram (SentencePiece)
+    vocabulary holding special pieces, a copy whose model cannot produce them.
+
+    A Unigram model converted from SentencePiece keeps its control symbols ("[CLS]", "[SEP]",
+    "<s>", "<pad>", score 0) as ordinary pieces, so a literal "[SEP]" in the text wins the
+    Viterbi search as one piece with the special id. In the copy those pieces are renamed
+    to strings with an ASCII space, which no pre-tokenized word contains (Metaspace turns
+    spaces into "▁"): the ids, scores and every other piece are unchanged. The copy is
+    kept on `tokenizer`; the tokenizer itself is never modified.
+    """
+    key = (len(tokenizer), tuple(sorted(_special_strings(tokenizer))))
+    cached = getattr(tokenizer, "_mlmia_text_tokenizer", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out = tokenizer
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is not None and hasattr(backend, "to_str"):
+        import copy
+        import json
+
+        from tokenizers import Tokenizer
+
+        state = json.loads(backend.to_str())
+        model = state.get("model") or {}
+        if model.get("type") == "Unigram":
+            specials = key[1]
+            pieces = {entry[0] for entry in model["vocab"]}
+            renamed = 0
+            for entry in model["vocab"]:
+                if entry[0] in specials:
+                    name = f" {entry[0]} "
+                    while name in pieces:
+                        name += " "
+                    pieces.add(name)
+                    entry[0] = name
+                    renamed += 1
+            if renamed:
+                out = copy.copy(tokenizer)
+                out._tokenizer = Tokenizer.from_str(json.dumps(state))
+                log.debug(
+                    "tokenizer %s: %d special pieces made unreachable from text", type(tokenizer).__name__, renamed
+                )
+    with contextlib.suppress(AttributeError, TypeError):
+        tokenizer._mlmia_text_tokenizer = (key, out)
+    return out
+
+
+def content_tokens(tokenizer, texts) -> np.ndarray:
+    """Content tokens of each text as the scorer counts them (before truncation): no [CLS]/[SEP],
+    and special-token strings in the text ("[MASK]", "<pad>") read as the characters they are."""
+    texts = list(texts)
+    if not texts:
+        return np.zeros(0, dtype=np.int64)
+    enc = encode_text(tokenizer, texts, add_special_tokens=False, return_attention_mask=False, verbose=False)
+    return np.array([len(ids) for ids in enc["input_ids"]], dtype=np.int64)

@@ -1,0 +1,475 @@
+"""Training BERT masked language models from scratch (the tokenizer: `mlmia.models.tokenizer`).
+
+- `train_mlm`: a BertForMaskedLM trained with the standard 15% masking (80% [MASK], 10% random,
+  10% kept), the LM head evaluated only at the masked positions (encoder -> gather the masked
+  hidden states -> `model.cls`), AdamW with linear warm-up and decay, seeded. Optionally starts
+  from a saved model (Base++ = Base trained longer). Saves the model and tokenizer with
+  `save_pretrained`, a `train_log.csv` (epoch, step, loss, lr, seconds), a `train_curve.png` and a
+  `train_info.json`.
+
+Each training line is one sequence ([CLS] line [SEP]) in length-grouped random batches. With
+probability `crop_prob` a sequence loses its first 1..`crop_max` tokens for that step (the cut
+that packed training makes at arbitrary points): without it a tiny model trained only on
+name-prefixed lines (Base-b) has never seen a sentence start right after [CLS] and scores every
+name-less sentence as out-of-distribution, which is an artefact of the toy scale, not of the
+paper. `pack: true` switches to the run_mlm `group_texts` recipe (lines concatenated and cut
+into `block_size` blocks); on this scale it learns far more slowly, so it is off by default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError
+from mlmia.core.logs import get_logger
+from mlmia.models.loading import load_tokenizer
+from mlmia.models.tokenizer import SPECIAL_TOKENS
+
+log = get_logger(__name__)
+
+#: model settings with their defaults (a `models:` entry of the config may set any of them)
+MODEL_DEFAULTS: dict = {
+    "hidden_size": 128,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 512,
+    "max_length": 72,
+    "position_offset": 0,
+    "pack": False,
+    "crop_prob": 0.5,
+    "crop_max": 4,
+    "block_size": 128,
+    "dropout": 0.1,
+    "epochs": 40,
+    "batch_size": 32,
+    "lr": 1e-3,
+    "warmup_ratio": 0.06,
+    "weight_decay": 0.01,
+    "mlm_probability": 0.15,
+    "seed": 0,
+    # DP-SGD with Opacus (mlmia.defences.dp_sgd): {epsilon, delta, max_grad_norm, accountant, unit}; None: off
+    "dp": None,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# masking and the masked-position loss
+
+
+def mlm_mask(
+    input_ids,
+    special_mask,
+    vocab_size: int,
+    mask_token_id: int,
+    generator,
+    mlm_probability: float = 0.15,
+    first_normal_id: int = len(SPECIAL_TOKENS),
+):
+    """Standard BERT masking: choose each non-special token with probability `mlm_probability`;
+    of those, 80% become [MASK], 10% a random token, 10% stay. Returns (masked_ids, labels) with
+    labels -100 at unchosen positions. Guarantees at least one chosen token per sequence."""
+    import torch
+
+    ids = input_ids.clone()
+    probs = torch.full(ids.shape, float(mlm_probability))
+    probs.masked_fill_(special_mask, 0.0)
+    chosen = torch.bernoulli(probs, generator=generator).bool()
+    # a sequence with no chosen token: choose one random non-special position
+    empty = ~chosen.any(dim=1)
+    if empty.any():
+        scores = torch.rand(ids.shape, generator=generator).masked_fill_(special_mask, -1.0)
+        pick = scores.argmax(dim=1)
+        rows = empty.nonzero(as_tuple=True)[0]
+        chosen[rows, pick[rows]] = ~special_mask[rows, pick[rows]]
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
+    u = torch.rand(ids.shape, generator=generator)
+    to_mask = chosen & (u < 0.8)
+    to_random = chosen & (u >= 0.8) & (u < 0.9)
+    ids[to_mask] = mask_token_id
+    rand_ids = torch.randint(first_normal_id, vocab_size, ids.shape, generator=generator)
+    ids[to_random] = rand_ids[to_random]
+    return ids, labels
+
+
+def masked_lm_loss(model, input_ids, attention_mask, labels, reduction: str = "mean", position_ids=None):
+    """Cross-entropy of the LM head at the masked positions only (labels != -100).
+
+    Same value as BertForMaskedLM's full-logits loss on the same masks, at a fraction of the
+    cost: the vocabulary projection runs on ~15% of the positions."""
+    import torch.nn.functional as F
+
+    hidden = model.bert(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+    sel = labels != -100
+    logits = model.cls(hidden[sel])
+    return F.cross_entropy(logits.float(), labels[sel], reduction=reduction)
+
+
+# --------------------------------------------------------------------------------------------
+# training
+
+
+def model_settings(config: dict | None) -> dict:
+    """The model config with defaults filled in; unknown keys are an error."""
+    config = dict(config or {})
+    extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}
+    unknown = [k for k in config if k not in MODEL_DEFAULTS and k not in extra]
+    if unknown:
+        raise UserError(
+            f"model config: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(MODEL_DEFAULTS))})"
+        )
+    out = dict(MODEL_DEFAULTS)
+    out.update({k: v for k, v in config.items() if k in MODEL_DEFAULTS})
+    if out["hidden_size"] % out["num_heads"]:
+        raise UserError(
+            f"model config: hidden_size {out['hidden_size']} is not a multiple of num_heads {out['num_heads']}"
+        )
+    if out["dp"] is not None:
+        from mlmia.defences.dp_sgd import dp_settings
+
+        out["dp"] = dp_settings(out["dp"])
+    return out
+
+
+def _batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Length-grouped random batches: shuffle, sort within chunks of 50 batches, shuffle batches."""
+    order = rng.permutation(len(lengths))
+    chunk = batch_size * 50
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = order[start : start + chunk]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        batches.extend(part[i : i + batch_size] for i in range(0, len(part), batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _pack(lines: list[np.ndarray], block: int, rng: np.random.Generator, sep_id: int) -> list[np.ndarray]:
+    """One epoch of packed blocks (the `group_texts` recipe of transformers' run_mlm): the lines,
+    in a fresh random order, each followed by [SEP], concatenated and cut into blocks of `block`
+    tokens. Every sentence is trained, at varying positions and with varying left context, so the
+    model does not learn "a sentence starts at position 1" and scores stand-alone sentences fairly."""
+    order = rng.permutation(len(lines))
+    sep = np.array([sep_id], dtype=np.int64)
+    stream = np.concatenate([np.concatenate([lines[i], sep]) for i in order])
+    return [stream[i : i + block] for i in range(0, len(stream), block)]
+
+
+def _plot_curve(log_df: pd.DataFrame, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if len(log_df):
+        ax.plot(log_df["step"], log_df["loss"], lw=1.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("MLM loss (masked positions)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _save_checkpoint(model, tokenizer, directory: Path, epoch: int, step: int) -> str:
+    """Save the model as it is after `epoch` epochs (`step` optimiser steps), with its tokenizer."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    (directory / "checkpoint_info.json").write_text(json.dumps({"epoch": epoch, "step": step}, indent=2))
+    log.info("checkpoint after epoch %d (step %d) -> %s", epoch, step, directory)
+    return str(directory)
+
+
+def train_mlm(
+    texts: Sequence[str],
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    config: dict | None = None,
+    init_dir: str | os.PathLike | None = None,
+    threads: int = 1,
+    device: str | None = "auto",
+    max_steps: int | None = None,
+    log_every: int = 20,
+    name: str | None = None,
+    save_epochs: Sequence[int] = (),
+    groups: Sequence | None = None,
+) -> dict:
+    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`.
+
+    `config`: keys of MODEL_DEFAULTS (sizes, epochs, batch_size, lr, ...). With `init_dir` the
+    weights start from that saved model (its size settings win) and `epochs` more are trained.
+    `max_steps` caps the number of optimiser steps (tests). `save_epochs`: also save a
+    checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the end of each of these epochs
+    (1..epochs; the learning-rate schedule is the whole run's; an epoch cut short by
+    `max_steps` is not saved). Returns a summary dict (with `checkpoints`, {epoch: directory},
+    when `save_epochs` is given)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    cfg = model_settings(config)
+    if cfg["dp"] is not None:  # DP-SGD: its own loop (mlmia.defences.dp_sgd); `groups`: each text's patient
+        from mlmia.defences.dp_sgd import train_mlm_dp
+
+        if save_epochs:
+            raise UserError("train_mlm: save_epochs is not offered with dp (one accountant per run)")
+        return train_mlm_dp(texts, tokenizer_dir, out_dir, config=cfg, init_dir=init_dir, threads=threads,
+                            device=device, max_steps=max_steps, log_every=log_every, name=name, groups=groups)  # fmt: skip
+    torch.set_num_threads(max(1, int(threads)))
+    from mlmia.models.loading import resolve_device
+
+    dev = resolve_device(device)
+    seed = int(cfg["seed"])
+    torch.manual_seed(seed)
+    texts = [str(t) for t in texts if str(t).strip()]
+    if not texts:
+        raise UserError("train_mlm: no training text")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    out_dir = Path(out_dir)
+    t_start = time.time()
+
+    if init_dir is not None:
+        init_dir = Path(init_dir)
+        if not (init_dir / "config.json").exists():
+            raise UserError(f"{init_dir}: no saved model to start from (config.json missing)")
+        model = BertForMaskedLM.from_pretrained(str(init_dir))
+        if model.config.vocab_size != len(tokenizer):
+            raise UserError(
+                f"{init_dir}: vocabulary {model.config.vocab_size} differs from the tokenizer's {len(tokenizer)}"
+            )
+        cfg["max_length"] = min(int(cfg["max_length"]), int(model.config.max_position_embeddings))
+        cfg["position_offset"] = min(
+            int(cfg["position_offset"]), int(model.config.max_position_embeddings) - int(cfg["max_length"])
+        )
+    else:
+        bert_config = BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=int(cfg["hidden_size"]),
+            num_hidden_layers=int(cfg["num_layers"]),
+            num_attention_heads=int(cfg["num_heads"]),
+            intermediate_size=int(cfg["intermediate_size"]),
+            max_position_embeddings=max(int(cfg["max_length"]), int(cfg["block_size"]) + 2)
+            + int(cfg["position_offset"]),
+            hidden_dropout_prob=float(cfg["dropout"]),
+            attention_probs_dropout_prob=float(cfg["dropout"]),
+            pad_token_id=tokenizer.pad_token_id,
+            type_vocab_size=2,
+        )
+        model = BertForMaskedLM(bert_config)
+    model.to(dev)
+    model.train()
+
+    pack = bool(cfg["pack"])
+    max_len = int(cfg["max_length"])
+    block = int(cfg["block_size"])
+    if pack:
+        max_len = block + 2
+        if max_len + int(cfg["position_offset"]) > (model.config.max_position_embeddings if init_dir else 10**9):
+            raise UserError(
+                f"block_size {block} does not fit the saved model's {model.config.max_position_embeddings} positions"
+            )
+    enc = tokenizer(
+        texts,
+        truncation=not pack,
+        max_length=max_len,
+        add_special_tokens=not pack,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    seqs = [np.asarray(x, dtype=np.int64) for x in enc["input_ids"]]
+    lengths = np.array([len(s) for s in seqs])
+    n_tokens = int(lengths.sum())
+    special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)))
+    pad_id = tokenizer.pad_token_id
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+
+    batch_size = int(cfg["batch_size"])
+    epochs = int(cfg["epochs"])
+    n_units = math.ceil((n_tokens + len(seqs)) / block) if pack else len(seqs)
+    steps_per_epoch = math.ceil(n_units / batch_size)
+    total_steps = steps_per_epoch * epochs
+    if max_steps is not None:
+        total_steps = min(total_steps, int(max_steps))
+    warmup = int(round(float(cfg["warmup_ratio"]) * total_steps))
+    checkpoints = sorted({int(e) for e in save_epochs})
+    if checkpoints and not 1 <= checkpoints[0] <= checkpoints[-1] <= epochs:
+        raise UserError(f"save_epochs must lie in 1..{epochs} (the epochs trained), got {checkpoints}")
+    saved: dict[int, str] = {}
+
+    decay, no_decay = [], []
+    for pname, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "LayerNorm" in pname or pname.endswith("bias") else decay).append(p)
+    optim = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": float(cfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=float(cfg["lr"]),
+    )
+
+    def lr_lambda(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_lambda)
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    max_offset = int(cfg["position_offset"])
+    crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
+
+    rows = []
+    step = 0
+    run_loss, run_n = 0.0, 0
+    t0 = time.time()
+    log.info(
+        "%s: %d texts, %d tokens, %d epochs, %d steps, batch %d, lr %g, %d thread(s), device %s, init %s",
+        name or out_dir.name,
+        len(seqs),
+        n_tokens,
+        epochs,
+        total_steps,
+        batch_size,
+        cfg["lr"],
+        threads,
+        dev,
+        init_dir,
+    )
+    done = False
+    for epoch in range(1, epochs + 1):
+        if pack:
+            blocks = _pack(seqs, block, rng, sep_id)
+            units = [np.concatenate([[cls_id], b, [sep_id]]) for b in blocks]
+            batches = [np.arange(i, min(i + batch_size, len(units))) for i in range(0, len(units), batch_size)]
+        else:
+            units = seqs
+            batches = _batches(lengths, batch_size, rng)
+        epoch_start = step
+        for idx in batches:
+            rows_ids = [units[i] for i in idx]
+            if crop_prob > 0:  # random left crop, as packed training cuts lines at arbitrary points
+                cut = rng.integers(1, crop_max + 1, size=len(rows_ids))
+                use = rng.random(len(rows_ids)) < crop_prob
+                rows_ids = [
+                    np.concatenate([u[:1], u[1 + min(c, max(0, len(u) - 5)) :]]) if k else u
+                    for u, c, k in zip(rows_ids, cut, use)
+                ]
+            width = max(len(u) for u in rows_ids)
+            ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+            for r, u in enumerate(rows_ids):
+                ids[r, : len(u)] = torch.from_numpy(u)
+            attn = (ids != pad_id).long()
+            special = torch.isin(ids, special_ids)
+            masked, labels = mlm_mask(
+                ids, special, len(tokenizer), tokenizer.mask_token_id, gen, float(cfg["mlm_probability"])
+            )
+            pos = None
+            if max_offset:  # random absolute offset per sequence: position-robust models
+                off = torch.randint(0, max_offset + 1, (len(idx), 1), generator=gen)
+                pos = (torch.arange(width).unsqueeze(0) + off).to(dev)
+            loss = masked_lm_loss(model, masked.to(dev), attn.to(dev), labels.to(dev), position_ids=pos)
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optim.step()
+            sched.step()
+            step += 1
+            run_loss += float(loss.detach())
+            run_n += 1
+            if step % log_every == 0 or step == total_steps:
+                rows.append(
+                    {
+                        "epoch": epoch,
+                        "step": step,
+                        "loss": run_loss / run_n,
+                        "lr": optim.param_groups[0]["lr"],
+                        "seconds": round(time.time() - t0, 3),
+                    }
+                )
+                run_loss, run_n = 0.0, 0
+            if step >= total_steps:
+                done = True
+                break
+        if epoch in checkpoints and step - epoch_start == len(batches):  # a completed epoch
+            saved[epoch] = _save_checkpoint(model, tokenizer, out_dir / f"epoch_{epoch}", epoch, step)
+        if done:
+            break
+    if run_n:
+        rows.append(
+            {
+                "epoch": epoch,
+                "step": step,
+                "loss": run_loss / run_n,
+                "lr": optim.param_groups[0]["lr"],
+                "seconds": round(time.time() - t0, 3),
+            }
+        )
+    train_seconds = time.time() - t0
+
+    model.eval()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
+    log_df.to_csv(out_dir / "train_log.csv", index=False)
+    _plot_curve(log_df, out_dir / "train_curve.png", name or out_dir.name)
+    info = {
+        "name": name or out_dir.name,
+        "config": cfg,
+        "init_from": str(init_dir) if init_dir else None,
+        "n_texts": len(seqs),
+        "n_tokens": n_tokens,
+        "steps": step,
+        "epochs_run": epoch,
+        "final_loss": float(log_df["loss"].iloc[-1]) if len(log_df) else float("nan"),
+        "train_seconds": round(train_seconds, 2),
+        "total_seconds": round(time.time() - t_start, 2),
+        "tokens_per_second": round(n_tokens * step / max(1, steps_per_epoch) / max(train_seconds, 1e-9), 1),
+        "threads": int(threads),
+        "device": str(dev),
+        "n_parameters": int(sum(p.numel() for p in model.parameters())),
+    }
+    if checkpoints:
+        info["checkpoints"] = saved
+    (out_dir / "train_info.json").write_text(json.dumps(info, indent=2))
+    log.info(
+        "%s: done in %.1f s (%.0f tokens/s), final loss %.3f",
+        info["name"],
+        train_seconds,
+        info["tokens_per_second"],
+        info["final_loss"],
+    )
+    return info
+
+
+def train_from_table(
+    text_path: str | os.PathLike,
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    config: dict | None = None,
+    init_dir: str | os.PathLike | None = None,
+    threads: int = 1,
+    device: str | None = "auto",
+    name: str | None = None,
+) -> dict:
+    """Read a training-text table (column `text`) and train a model on it (the rule's entry point)."""
+    from mlmia.core.io import read_table, require_columns
+
+    df = read_table(text_path)
+    require_columns(df, ["text"], str(text_path))
+    return train_mlm(
+        df["text"].astype(str).tolist(),
+        tokenizer_dir,
+        out_dir,
+        config=config,
+        init_dir=init_dir,
+        threads=threads,
+        device=device,
+        name=name,
+        groups=df["group_id"].astype(str).tolist() if "group_id" in df.columns else None,
+    )

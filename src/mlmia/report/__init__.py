@@ -1,0 +1,1 @@
+"""Report: the one table renderer, the figures, the findings and the comparison with the paper."""

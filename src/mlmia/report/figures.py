@@ -1,0 +1,161 @@
+"""Every figure of the study, in one style: histograms of a statistic (Fig. 3a/3b) and ROC
+curves on linear or logarithmic FPR axes (Fig. 4/5). A figure spec (data, from config)
+names the experiments; this module knows nothing of where they came from."""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from mlmia.attacks.base import Attack, get_attack  # noqa: E402
+from mlmia.core.errors import UserError  # noqa: E402
+from mlmia.core.io import atomic_path  # noqa: E402
+from mlmia.metrics.classification import population_threshold, published_threshold  # noqa: E402
+
+ROLE_COLORS = {"member": "#c0392b", "nonmember": "#2e86c1"}
+
+
+def apply_style(style: dict) -> dict:
+    """Seaborn's theme from the config's `figure_style` (its defaults live in the schema)."""
+    sns.set_theme(context=style["context"], style="whitegrid", font_scale=style["font_scale"])
+    return style
+
+
+def member_threshold(table: pd.DataFrame, attack: Attack, alpha: float, protocol: str) -> float:
+    """The attack's threshold at alpha, in member-score space (higher = member)."""
+    score = attack.member_score(table)
+    if protocol == "published":
+        return published_threshold(score[(table.role == "nonmember").to_numpy()], alpha)
+    return population_threshold(score[(table.role == "population").to_numpy()], alpha)
+
+
+def marked_member(table: pd.DataFrame, spec: dict) -> pd.Series | None:
+    """The member to mark: a given sample_id, or ("auto") among the members that attack
+    `mark_caught_by` calls members at the threshold, the one that `mark_missed_by` ranks least
+    member-like (by default: the member the likelihood ratio catches and the loss misses most)."""
+    mark = spec["mark"]
+    members = table[table.role == "member"]
+    if mark == "none":
+        return None
+    if mark != "auto":
+        found = members[members.sample_id == mark]
+        if found.empty:
+            raise UserError(f"figure: marked sample {mark!r} is not a member of the experiment")
+        return found.iloc[0]
+    caught_by, missed_by = get_attack(spec["mark_caught_by"]), get_attack(spec["mark_missed_by"])
+    threshold = member_threshold(table, caught_by, float(spec["alpha"]), spec["protocol"])
+    caught = members[caught_by.member_score(members) > threshold]
+    pool = caught if not caught.empty else members
+    return pool.iloc[int(np.argmin(missed_by.member_score(pool)))]
+
+
+def plot_histogram(table: pd.DataFrame, spec: dict, style: dict, title: str):
+    """The attack's statistic over members and non-members, its threshold, one member marked."""
+    attack = get_attack(spec["attack"])
+    alpha = float(spec["alpha"])
+    table = table.assign(statistic=attack.statistic(table))
+    threshold = member_threshold(table, attack, alpha, spec["protocol"])
+    threshold = -threshold if attack.lower_is_member else threshold
+    column, label = "statistic", attack.label
+    shown = table[table.role.isin(["member", "nonmember"])]
+    fig, ax = plt.subplots(figsize=(style["width"], style["height"]))
+    sns.histplot(
+        data=shown, x=column, hue="role", hue_order=["member", "nonmember"], palette=ROLE_COLORS,
+        bins=int(spec["bins"]), stat="density", common_norm=False, element="step", ax=ax,
+    )  # fmt: skip
+    ax.axvline(threshold, color="black", linestyle="--", linewidth=1.2, label=f"threshold (α = {alpha:g})")
+    member = marked_member(table, spec)
+    if member is not None:
+        ax.axvline(member[column], color=ROLE_COLORS["member"], linewidth=2.0, label="marked member")
+    handles, labels = ax.get_legend_handles_labels()
+    legend = ax.get_legend()
+    if legend is not None:
+        handles = legend.legend_handles + handles
+        labels = [t.get_text() for t in legend.get_texts()] + labels
+        legend.remove()
+    ax.legend(handles, labels, fontsize="small", frameon=False)
+    ax.set_xlabel(label)
+    ax.set_title(title, fontsize="medium")
+    return fig
+
+
+def _roc_axes(ax, curves: list[tuple[str, pd.DataFrame]], spec: dict, colours_by: str) -> None:
+    """Draw every attack's ROC curve of `curves` on `ax`; colours by experiment or by attack."""
+    log_x = bool(spec["log_x"])
+    attacks = spec["attacks"]
+    n_colours = len(attacks) if colours_by == "attack" else len(curves)
+    palette = sns.color_palette("colorblind" if n_colours <= 10 else "husl", n_colors=max(2, n_colours))
+    styles = ["-", "--", ":", "-.", (0, (3, 1, 1, 1))]
+    for i, (name, roc) in enumerate(curves):
+        for j, attack in enumerate(attacks):
+            label = get_attack(attack).label
+            curve = roc[roc.attack == attack]
+            fpr, tpr = curve.fpr.to_numpy(), curve.tpr.to_numpy()
+            if log_x:
+                keep = (fpr > 0) & (tpr > 0)
+                fpr, tpr = fpr[keep], tpr[keep]
+            colour = palette[j] if colours_by == "attack" else palette[i]
+            style = "-" if colours_by == "attack" else styles[j % len(styles)]
+            shown = label if colours_by == "attack" or len(curves) == 1 else f"{name}: {label}"
+            ax.plot(fpr, tpr, color=colour, linestyle=style, linewidth=1.2, label=shown)
+    lower = 1e-3 if log_x else 0.0
+    grid = np.logspace(-3, 0, 50) if log_x else np.linspace(0, 1, 50)
+    ax.plot(grid, grid, color="grey", linewidth=0.8, linestyle=":", label="chance")
+    if log_x:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(lower, 1.0)
+    ax.set_xlim(lower, 1.0)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+
+
+def plot_roc(curves: list[tuple[str, pd.DataFrame]], spec: dict, style: dict, title: str):
+    """ROC curves of the spec's attacks: one panel with every experiment, or (`panels`) one
+    panel per experiment with every attack in its own colour."""
+    if not spec.get("panels"):
+        fig, ax = plt.subplots(figsize=(style["width"], style["height"]))
+        _roc_axes(ax, curves, spec, colours_by="experiment")
+        ax.set_title(title, fontsize="medium")
+        ax.legend(fontsize="x-small", frameon=False, loc="lower right")
+        return fig
+    fig, axes = plt.subplots(
+        1, len(curves), figsize=(style["width"] * len(curves), style["height"] * 1.3), squeeze=False
+    )
+    for ax, (name, roc) in zip(axes[0], curves):
+        _roc_axes(ax, [(name, roc)], spec, colours_by="attack")
+        ax.set_title(name, fontsize="medium")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize="x-small", frameon=False, loc="lower center", ncol=min(4, len(labels)))
+    fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def render_figure(figure_id: str, spec: dict, inputs: dict[str, pd.DataFrame], outputs: list[str], style: dict) -> None:
+    """Draw one figure from its spec and write it to every output path (PNG, PDF)."""
+    style = apply_style(style)
+    title = textwrap.fill(spec.get("title", figure_id), 48)
+    kind = spec.get("kind")
+    if kind == "histogram":
+        (table,) = inputs.values()
+        fig = plot_histogram(table, spec, style, title)
+    elif kind == "roc":
+        labels = spec.get("labels", {})
+        fig = plot_roc([(labels.get(name, name), roc) for name, roc in inputs.items()], spec, style, title)
+    else:
+        raise UserError(f"figure {figure_id!r}: unknown kind {kind!r} (use histogram or roc)")
+    fig.tight_layout(rect=(0, 0.22, 1, 0.95) if spec.get("panels") else None)
+    try:
+        for path in outputs:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=style["dpi"], format=str(path).rsplit(".", 1)[-1])
+    finally:
+        plt.close(fig)

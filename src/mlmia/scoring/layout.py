@@ -1,0 +1,12 @@
+"""The score table: one row per (sample, model, energy kind), written by the scorer and by the
+importers of published or external scores alike (theirs hold no per-token evidence: empty lists)."""
+
+SCORE_COLUMNS = [
+    "sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed",
+    "token_logp", "token_mean", "token_var", "token_top1",
+]  # fmt: skip
+#: the per-token evidence of the scored positions, lists in pattern order (mlmia.scoring.energy)
+TOKEN_COLUMNS = ["token_logp", "token_mean", "token_var", "token_top1"]
+
+#: the energy kinds the scorer computes (mlmia.scoring.energy)
+ENERGY_KINDS = ("masked", "normalized", "pll_word_l2r")

@@ -1,0 +1,1 @@
+"""The study: experiments, tables, figures and findings from config, and the config schemas."""

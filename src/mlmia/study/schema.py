@@ -1,0 +1,91 @@
+"""Validating a config (or a tables spec) against its JSON schema, defaults filled in.
+
+The schemas (`config/schema/`) hold every default once: validation writes a missing key's
+`default` into the instance, as Snakemake's ``validate(config, schema, set_default=True)``
+does, and a violation becomes one line naming the key (`config key a.b.c: ...`).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import jsonschema
+import yaml
+
+from mlmia.core.errors import UserError
+
+
+def _filling_defaults(validator_class):
+    """A validator class that sets each missing property's default before checking it."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def properties(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema and name not in instance:
+                    instance[name] = copy.deepcopy(subschema["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": properties})
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _mapping_without_duplicates(loader, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise UserError(
+                f"line {key_node.start_mark.line + 1}: key {key!r} given twice in one mapping "
+                f"(first on line {seen[key] + 1}); YAML would silently keep only the last"
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def load_yaml(path: str | os.PathLike, key: str | None = None) -> dict:
+    """A YAML file (a config, a tables spec) with one-line errors: missing file, bad YAML, a
+    key given twice. `key` names the config key that pointed to it."""
+    named = f"config key {key}: " if key else ""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.load(handle, Loader=_StrictLoader) or {}
+    except FileNotFoundError:
+        raise UserError(f"{named}file not found: {path}") from None
+    except UserError as exc:
+        raise UserError(f"{named}{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise UserError(f"{named}{path}: {where}not valid YAML ({getattr(exc, 'problem', None) or 'syntax'})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{named}{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_schema(path: str | os.PathLike) -> dict:
+    try:
+        with open(path) as handle:
+            return yaml.safe_load(handle)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the schema: {exc.strerror}") from None
+
+
+def validate(instance: dict, schema_path: str | os.PathLike, what: str = "config key") -> dict:
+    """Fill `instance`'s defaults from the schema (in place) and check it; the first, most
+    relevant violation is raised as a UserError of one line ("config key a.b.c: ...")."""
+    if not isinstance(instance, dict):
+        raise UserError(f"{what} (top level): must be a mapping, got {type(instance).__name__}")
+    schema = load_schema(schema_path)
+    validator_class = _filling_defaults(jsonschema.validators.validator_for(schema))
+    error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(instance))
+    if error is not None:
+        path = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise UserError(f"{what} {path}: {error.message}")
+    return instance

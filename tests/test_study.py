@@ -1,0 +1,350 @@
+"""The study's semantics, straight from the library: which experiments each table, figure and
+finding needs, what each experiment's metrics hold, what a config change touches, and the
+schemas' defaults and one-line errors."""
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from workflow_helpers import REPO
+
+from mlmia.attacks import Attack, register
+from mlmia.core.errors import UserError
+from mlmia.metrics.protocols import MetricSettings, attack_metrics
+from mlmia.report.tables import render_table
+from mlmia.study.study import Study
+
+SCHEMAS = REPO / "config" / "schema"  # the schemas' own defaults are read from here
+
+
+def load(name):
+    return yaml.safe_load((REPO / "config" / name).read_text())
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    """Configs name their tables spec relative to the repository root."""
+    monkeypatch.chdir(REPO)
+
+
+def with_fake_files(root, config):
+    """Empty stand-ins for the credentialed files config/paper.yaml names, under `root`, and
+    the config pointed at them (the study checks that the files it is given exist)."""
+    for name, dataset in config.get("datasets", {}).items():
+        if dataset["root"].startswith("results/"):  # the raw importer writes them later
+            continue
+        folder = root / name
+        folder.mkdir(exist_ok=True)
+        for entry in dataset["files"]:
+            (folder / entry["path"]).touch()
+        dataset["root"] = str(folder)
+    for source in config.get("raw", {}).values():
+        for key in ("noteevents", "member_lists", "names", "xml") if isinstance(source, dict) else ():
+            if key in source:
+                paths = [root / Path(p).name for p in ([source[key]] if isinstance(source[key], str) else source[key])]
+                for path in paths:
+                    path.touch()
+                source[key] = str(paths[0]) if isinstance(source[key], str) else [str(p) for p in paths]
+    if "references" in config:
+        pool = root / "reference_pool.csv"
+        pool.write_text("sample_id,group_id,text\n")
+        config["references"]["pool"] = str(pool)
+    for spec in config["models"].values():
+        if spec["path"].startswith("data/"):
+            spec["path"] = str(root / spec["path"])
+            Path(spec["path"]).mkdir(parents=True, exist_ok=True)
+    return config
+
+
+def study(config=None, spec=None, tmp_path=None, fake_paper_files=None):
+    config = copy.deepcopy(config or load("config.yaml"))
+    if fake_paper_files is not None:
+        config = with_fake_files(fake_paper_files, config)
+    if spec is not None:
+        path = tmp_path / "spec.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        config["tables_spec"] = str(path)
+    return Study.from_config(config, REPO)
+
+
+def test_tables_name_their_experiments(in_repo):
+    s = study()
+    assert s.run == "default" and s.results == "results/default"
+    assert s.table_experiments("table2") == [
+        "base_long_mimic", "base_long_i2b2", "base_long_mimic_patient", "base_long_i2b2_patient",
+    ]  # fmt: skip
+    assert s.table_experiments("table8") == []  # static
+    assert s.table_inputs("table7") == {"base_long_mimic": "results/default/exposure/base_long_mimic.parquet"}
+    assert s.figure_inputs("fig3a") == {"base_long_mimic": "results/default/attack/base_long_mimic.parquet"}
+    assert s.figure_inputs("fig4")["base_long_i2b2"] == "results/default/metrics/base_long_i2b2.roc.parquet"
+    assert "results/default/tables/table11.tex" in s.targets() and "results/default/findings.md" in s.targets()
+
+
+def test_each_experiment_computes_what_its_cells_ask(in_repo):
+    s = study()
+    base = s.metric_settings("base_long_mimic")
+    # Table 10 asks alpha 1% of Base/long; the overview rows ask both thresholds
+    assert base["alphas"] == [0.01, 0.1] and base["thresholds"] == ["heldin_mean", "population"]
+    # the paper's two attacks, and the zoo's that need no extra model (table_zoo reads Base/long)
+    assert base["attacks"] == sorted(["likelihood_ratio", "loss", "likelihood_ratio_normalized", "zlib", "min_k",
+                                      "min_k_plus_plus", "blind"]) and base["level"] == "sample"  # fmt: skip
+    assert s.metric_settings("base_pp_long_mimic")["attacks"] == ["likelihood_ratio", "loss"]
+    assert base["fprs"] == [0.001, 0.01, 0.1]
+    enorm = s.metric_settings("base_short_mimic_enorm")  # Table 11 only: the per-target rows
+    assert enorm["alphas"] == [0.1] and enorm["thresholds"] == ["population"]
+    assert s.metric_settings("base_long_mimic_patient")["level"] == "patient"
+    assert s.attack_columns("base_pp_long_mimic") == {"reference": ["energy"], "target": ["energy"]}
+    # the zoo's cheap attacks on Base/long: both energies, the per-token evidence, the text's features
+    assert s.attack_columns("base_long_mimic") == {
+        "reference": ["energy", "energy@normalized"],
+        "sample": ["blind_member_probability", "zlib_bytes"],
+        "target": ["energy", "energy@normalized", "token_logp", "token_mean", "token_var"],
+    }
+    assert s.roc_experiments() == ["base_long_mimic", "base_long_i2b2", "zoo_long_mimic", "zoo_long_i2b2"]
+    assert s.roc_attacks("base_long_i2b2") == sorted(
+        ["likelihood_ratio", "loss", "likelihood_ratio_normalized", "zlib", "min_k", "min_k_plus_plus", "blind"]
+    )  # Figures 4-5, and the zoo's figure
+    assert s.exposure_settings("base_long_mimic")["attack"] == "likelihood_ratio"
+    assert s.exposure_settings("base_long_mimic")["alpha"] == 0.1
+
+
+def test_findings_scopes(in_repo):
+    s = study()
+    checks = s.finding_checks()
+    by_finding = pd.Series([c["finding"] for c in checks]).value_counts()
+    # every sample-level experiment of the default target's tables (not the zoo's own)
+    in_tables = {n for t in s.tables if s.group(t) == "default" for n in s.table_experiments(t)}
+    sample_level = [n for n in in_tables if s.experiments[n].level == "sample"]
+    assert by_finding["lr_beats_loss"] == len(sample_level) == 23
+    assert not any(c["scope"] and c["scope"].startswith("zoo_") for c in checks if c["group"] == "default")
+    assert by_finding["lr_recall_far_above_loss"] == 2 and by_finding["long_beats_short"] == 1
+    recall = next(c for c in checks if c["finding"] == "lr_recall_far_above_loss")
+    assert recall["margin"] == 10 and recall["compare"]["experiment"] == "base_long_mimic"
+    assert set(s.findings_experiments()) >= {"base_short_mimic", "base_long_mimic_general", "base_b_long_mimic"}
+
+
+def test_what_a_config_change_touches(in_repo, tmp_path):
+    before = study()
+    # a table's alpha: the metrics of that table's experiments, no other
+    spec = load("tables.yaml")
+    for column in spec["tables"]["table2"]["columns"]:
+        column["alpha"] = 0.05
+    after = study(spec=spec, tmp_path=tmp_path)
+    changed = {n for n in before.metric_experiments() if before.metric_settings(n) != after.metric_settings(n)}
+    assert changed == {"base_long_mimic", "base_long_i2b2", "base_long_mimic_patient", "base_long_i2b2_patient"}
+    assert after.metric_settings("base_long_i2b2")["alphas"] == [0.05]
+    assert after.attack_columns("base_long_i2b2") == before.attack_columns("base_long_i2b2")
+    # the bootstrap: every experiment's metrics; figure style: none
+    config = load("config.yaml")
+    config["metrics"]["bootstrap"] = 50
+    more = study(config)
+    assert all(more.metric_settings(n) != before.metric_settings(n) for n in before.metric_experiments())
+    config = load("config.yaml")
+    config["figure_style"]["dpi"] = 70
+    styled = study(config)
+    assert all(styled.metric_settings(n) == before.metric_settings(n) for n in before.metric_experiments())
+
+
+def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
+    config = load("config.yaml")
+    for key in ("scoring", "metrics", "figure_style", "training", "exposure", "tokenizer"):
+        del config[key]
+    s = study(config)
+    assert s.config["scoring"]["k"] == 10 and s.config["scoring"]["mask_count"] == "ceil"
+    assert s.config["metrics"]["bootstrap"] == 200 and s.config["metrics"]["protocols"] == ["published", "corrected"]
+    assert s.config["figure_style"]["dpi"] == 150 and s.config["training"]["threads"] == 1
+    spec_defaults = yaml.safe_load((SCHEMAS / "tables.schema.yaml").read_text())
+    assert (
+        spec_defaults["properties"]["experiments"]["additionalProperties"]["properties"]["energy"]["default"]
+        == "masked"
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c, s: c.pop("run"), "config key (top level): 'run' is a required property"),
+        (lambda c, s: c["metrics"].update(draws=0), "config key metrics.draws: 0 is less than the minimum of 1"),
+        (
+            lambda c, s: s["tables"]["table2"]["columns"][0].update(alhpa=0.1),
+            "key tables.table2.columns.0: Additional properties are not allowed ('alhpa' was unexpected)",
+        ),
+        (
+            lambda c, s: s["row_sets"]["overview"][0].update(attack="no_such_attack"),
+            "table 'table2' row 'AUC (A)': unknown attack 'no_such_attack'",
+        ),
+        (
+            lambda c, s: s["tables"]["table3"]["columns"][0].update(experiment="nope"),
+            "table 'table3' column 'short': unknown experiment 'nope'",
+        ),
+        (
+            lambda c, s: s["findings"][1]["compare"].update(experiment="nope"),
+            "finding 'long_beats_short': unknown experiment 'nope'",
+        ),
+        (lambda c, s: s["row_sets"]["overview"][2].pop("threshold"), "precision and recall need a threshold"),
+        (
+            lambda c, s: c["models"]["base"].update(epoch=3),
+            "config key models.base: Additional properties are not allowed ('epoch' was unexpected)",
+        ),
+        (lambda c, s: c["training"].update(thread=2), "config key training: Additional properties are not allowed"),
+        (lambda c, s: c["corpus"]["mimic"].update(members=3), "config key corpus.mimic: Additional properties"),
+        (
+            lambda c, s: c["models"]["base_pp"].update(init="bsae"),
+            "config key models.base_pp.init: 'bsae' is not another",
+        ),
+        (
+            lambda c, s: s["experiments"]["base_long_mimic"].update(reference="base"),
+            "experiment 'base_long_mimic': target and reference are the same model 'base'",
+        ),
+    ],
+)
+def test_bad_configs_and_specs_are_one_line(in_repo, tmp_path, edit, message):
+    config, spec = load("config.yaml"), load("tables.yaml")
+    edit(config, spec)
+    with pytest.raises(UserError) as info:
+        study(config, spec, tmp_path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_attack_registered_at_run_time_gets_its_row(in_repo, tmp_path):
+    class TargetOverReference(Attack):
+        """The target's energy divided by the reference's (a made-up attack for this test)."""
+
+        name = "energy_quotient_for_test"
+        label = "(Q) energy quotient"
+        inputs = {"target": ("energy",), "reference": ("energy",)}
+
+        def statistic(self, table):
+            return table["target_energy"].to_numpy() / table["reference_energy"].to_numpy()
+
+    register(TargetOverReference)
+    spec = {
+        "experiments": {"e": {"dataset": "d", "target": "t", "reference": "r", "nonmembers": "x", "population": "y"}},
+        "tables": {"t": {"columns": [{"id": "c", "experiment": "e"}],
+                         "rows": [{"metric": "auc", "attack": "energy_quotient_for_test", "label": "AUC (Q)"},
+                                  {"metric": "auc", "attack": "loss", "label": "AUC (A)"}]}},
+    }  # fmt: skip
+    (tmp_path / "d.csv").write_text("g,t,r\np,some words,member\n")
+    config = {
+        "run": "tiny", "tables_spec": str(tmp_path / "spec.yaml"), "metrics": {"protocols": ["corrected"], "bootstrap": 0},
+        "datasets": {"d": {"columns": {"text": "t", "group": "g", "role": "r"},
+                           "files": [{"path": str(tmp_path / "d.csv"), "source": "x"}]}},
+        "models": {"t": {"path": "t"}, "r": {"path": "r"}},  # hub ids: not looked up here
+    }  # fmt: skip
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    s = Study.from_config(config, REPO)
+    settings = s.metric_settings("e")
+    assert settings["attacks"] == ["energy_quotient_for_test", "loss"]
+    rng = np.random.default_rng(0)
+    n = 60
+    role = np.repeat(["member", "nonmember", "population"], n)
+    reference = rng.uniform(2, 4, 3 * n)
+    target = reference * np.where(role == "member", 0.8, 1.0)  # members: a lower quotient
+    table = pd.DataFrame({"sample_id": np.arange(3 * n).astype(str), "group_id": np.arange(3 * n).astype(str), "role": role,
+                          "source": np.where(role == "population", "y", "x"), "target_energy": target,
+                          "reference_energy": reference})  # fmt: skip
+    metrics = attack_metrics(table, MetricSettings.from_params(settings))
+    tidy, markdown, _ = render_table("t", s.tables["t"], s.rows("t"), s.experiments, {"e": metrics}, {}, ["corrected"])
+    # the quotient separates members perfectly by construction; the loss does not
+    assert tidy.set_index("row").loc["AUC (Q)", "value"] == 1.0
+    assert tidy.set_index("row").loc["AUC (A)", "value"] < 0.9
+    assert "| AUC (Q) | 1.000 |" in markdown
+
+
+def test_models_shards_and_training_text(in_repo, tmp_path):
+    s = study()
+    assert s.model_dir("base") == "results/default/models/base"
+    assert s.training_text("base") == "results/default/corpus/train_target.parquet"
+    assert s.training_text("base_b") == "results/default/corpus/train_target_named.parquet"
+    assert s.scored_sets() == ["clinical", "clinical_named", "clinical~neighbours"]
+    # 610 member, 180 held-in, 400 + 430 non-member and 228 population samples: 1848 in
+    # shards of at most 1000
+    assert s.shards("clinical") == 2
+    with pytest.raises(UserError, match="config key models: 'nope' is not a configured model"):
+        s.model_dir("nope")
+    paper = study(load("paper.yaml"), fake_paper_files=tmp_path)
+    assert paper.model_dir("ref_general") == "bert-base-uncased" and paper.shards("clinical") == 16
+    assert paper.dataset_tokenizer("clinical") == "bert-base-uncased"
+    assert paper.training_text("base") is None  # Table 7 counts tokens on the dataset's members
+    raw = load("paper.yaml") | load("paper_raw.yaml")
+    outputs = study(raw, fake_paper_files=tmp_path).raw_outputs("mimic")
+    assert outputs["member"] == "results/paper/raw/mimic_member.csv"
+    assert outputs["member_named"] == "results/paper/raw/mimic_named_member.csv"
+
+
+def test_the_schema_knows_every_model_and_corpus_key():
+    # the library's defaults and the schema's keys are the same sets: a typo is refused at start
+    from mlmia.models.training import MODEL_DEFAULTS
+    from mlmia.world.corpus import CORPUS_DEFAULTS
+
+    schema = yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"]
+    model_keys = set(schema["models"]["additionalProperties"]["properties"])
+    assert model_keys == set(MODEL_DEFAULTS) | {"corpus", "init", "path", "tokenizer", "training_text"}
+    corpus = schema["corpus"]["properties"]
+    assert set(corpus) == set(CORPUS_DEFAULTS)
+    for key, default in CORPUS_DEFAULTS.items():
+        if isinstance(default, dict):
+            assert set(corpus[key]["properties"]) == set(default), key
+
+
+def test_a_config_file_with_a_key_given_twice_is_refused(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text((REPO / "config" / "config.yaml").read_text() + "\nmodels:\n  base: {corpus: target}\n")
+    with pytest.raises(UserError, match="twice.yaml: line \\d+: key 'models' given twice in one mapping") as info:
+        Study.from_config(yaml.safe_load(path.read_text()), REPO, [path])
+    assert "\n" not in str(info.value)
+
+
+def test_an_audit_refuses_a_model_against_itself():
+    from mlmia.study.audit import audit_spec
+
+    audit = {"dataset": "d", "targets": ["m"], "references": ["m"], "nonmembers": ["x"], "population": "y",
+             "lengths": ["all"], "energies": ["masked"], "levels": ["sample"], "alpha": 0.1}  # fmt: skip
+    with pytest.raises(UserError, match="audit.references: 'm' is also a target"):
+        audit_spec(audit, {"d": {}}, {"m": {}})
+
+
+def test_shards_are_clamped_to_the_samples_with_a_warning(tmp_path, caplog):
+    (tmp_path / "notes.csv").write_text("g,t,r\np1,a b c,member\np2,d e f,nonmember\np3,g h i,population\n")
+    config = {
+        "run": "clamped",
+        "datasets": {"notes": {"root": str(tmp_path), "columns": {"text": "t", "group": "g", "role": "r"},
+                               "files": [{"path": "notes.csv", "source": "x"}], "shards": 200}},
+        "models": {"t": {"path": "t"}, "r": {"path": "r"}},
+        "audit": {"dataset": "notes", "targets": ["t"], "references": ["r"], "nonmembers": ["x"], "population": "x"},
+    }  # fmt: skip
+    s = Study.from_config(config, REPO)
+    with caplog.at_level("WARNING", logger="mlmia.study.study"):
+        assert s.shards("notes") == 3
+    assert "config key datasets.notes.shards: 200 shards for 3 samples; scoring in 3" in caplog.text
+    # files that cannot be counted yet (written later by an importer): the configured count
+    from mlmia.data.datasets import count_rows
+
+    assert count_rows({"files": [{"path": str(tmp_path / "later.csv")}]}) is None
+
+
+def test_each_experiment_needs_only_the_roles_its_outputs_use(in_repo, tmp_path):
+    s = study()
+    # the overview rows hold the mu threshold (held-in members) and the population threshold
+    assert s.required_roles("base_long_mimic") == ["member", "nonmember", "population", "member_heldin"]
+    # Table 11's per-target rows: the population threshold only
+    assert s.required_roles("base_short_mimic_enorm") == ["member", "nonmember", "population"]
+    needs = pd.DataFrame(s.dataset_requirements("clinical"))
+    assert set(needs.experiment) == {e for e, x in s.experiments.items() if x.dataset == "clinical"}
+    row = needs[(needs.experiment == "base_long_i2b2") & (needs.role == "nonmember")].iloc[0]
+    assert (row.source, row.length) == ("i2b2", "long")
+    # an audit's rows use no mu threshold: held-in members are optional
+    (tmp_path / "n.csv").write_text("g,t,r\np,a b,member\n")
+    config = {
+        "run": "r",
+        "datasets": {"n": {"columns": {"text": "t", "group": "g", "role": "r"}, "files": [{"path": str(tmp_path / "n.csv"), "source": "x"}]}},
+        "models": {"t": {"path": "t"}, "r": {"path": "r"}},
+        "audit": {"dataset": "n", "targets": ["t"], "references": ["r"], "nonmembers": ["x"], "population": "x"},
+    }  # fmt: skip
+    audit = Study.from_config(config, REPO)
+    assert {tuple(sorted(audit.required_roles(e))) for e in audit.experiments} == {
+        ("member", "nonmember", "population")
+    }
