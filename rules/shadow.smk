@@ -1,0 +1,88 @@
+# The shadow-model protocol of Hisamoto et al. (TACL 2020) on the world's registers:
+# `snakemake shadow`. Alice's MLM and Bob's shadows train through train_model.
+
+
+rule shadow_corpus:
+    input:
+        world=result("corpus/world.parquet"),
+        domain=CORPUS_TABLES["domain"],
+        general=CORPUS_TABLES["general"],
+    output:
+        result("shadow/corpus.parquet"),
+    log:
+        result("logs/shadow/corpus.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        code=module_digest("mlmia.world.subcorpora"),
+    script:
+        "../workflow/scripts/shadow_corpus.py"
+
+
+rule shadow_split:
+    input:
+        result("shadow/corpus.parquet"),
+    output:
+        split=result("shadow/split.parquet"),
+        pairs=result("shadow/pairs.parquet"),
+        texts=[
+            result(f"shadow/{m.removeprefix('shadow_')}.text.parquet")
+            for m in STUDY.shadow_models()
+        ],
+    log:
+        result("logs/shadow/split.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings=config.get("shadow", {}),
+        names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
+        code=module_digest("mlmia.shadow"),
+    script:
+        "../workflow/scripts/shadow_split.py"
+
+
+rule shadow_features:
+    input:
+        split=result("shadow/split.parquet"),
+        pairs=result("shadow/pairs.parquet"),
+        model=result("models/shadow_{who}"),
+    output:
+        result("shadow/features_{who}.parquet"),
+    log:
+        result("logs/shadow/features_{who}.log"),
+    benchmark:
+        result("benchmarks/shadow/features_{who}.tsv")
+    wildcard_constraints:
+        who="alice|bob_\\d+",
+    conda:
+        "../envs/mlmia.yaml"
+    threads: config["scoring"]["threads"]
+    params:
+        seed=config.get("shadow", {}).get("seed", 0),
+        code=module_digest("mlmia.shadow", "mlmia.models.loading"),
+    script:
+        "../workflow/scripts/shadow_features.py"
+
+
+rule shadow_tables:
+    input:
+        split=result("shadow/split.parquet"),
+        pairs=result("shadow/pairs.parquet"),
+        features=[
+            result(f"shadow/features_{m.removeprefix('shadow_')}.parquet")
+            for m in STUDY.shadow_models()
+        ],
+    output:
+        **STUDY.shadow_outputs(),
+    log:
+        result("logs/shadow/tables.log"),
+    benchmark:
+        result("benchmarks/shadow/tables.tsv")
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings=config.get("shadow", {}),
+        names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
+        code=module_digest("mlmia.shadow"),
+    script:
+        "../workflow/scripts/shadow_tables.py"

@@ -1,0 +1,49 @@
+# Inputs of the zoo's attacks beyond the target and its reference: the training splits of
+# the reference pool (LiRA, RMIA) and the neighbour texts (the neighbourhood attack).
+
+
+rule reference_splits:
+    input:
+        pool=lambda wildcards: STUDY.reference_pool_table(),
+        samples=lambda wildcards: samples_path(config["references"]["dataset"]),
+    output:
+        splits=result("references/splits.parquet"),
+        texts=[
+            result(f"references/{name}.text.parquet")
+            for name in STUDY.reference_pool()
+        ],
+    log:
+        result("logs/reference_splits.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        names=STUDY.reference_pool(),
+        seed=lambda wildcards: config["references"]["seed"],
+        online=lambda wildcards: config["references"]["online"],
+        code=module_digest("mlmia.data.splits"),
+    script:
+        "../workflow/scripts/reference_splits.py"
+
+
+rule make_neighbours:
+    input:
+        samples=lambda wildcards: samples_path(wildcards.dataset),
+        model=lambda wildcards: model_input_of(config["neighbours"]["model"]),
+    output:
+        result("samples/{dataset}~neighbours.parquet"),
+    log:
+        result("logs/make_neighbours/{dataset}.log"),
+    benchmark:
+        result("benchmarks/make_neighbours/{dataset}.tsv")
+    wildcard_constraints:
+        dataset=name_pattern([s[: -len("~neighbours")] for s in STUDY.neighbour_sets()]),
+    conda:
+        "../envs/mlmia.yaml"
+    threads: config["scoring"]["threads"]
+    params:
+        model=lambda wildcards: STUDY.model_dir(config["neighbours"]["model"]),
+        neighbours=lambda wildcards: config["neighbours"]["count"],
+        seed=lambda wildcards: config["neighbours"]["seed"],
+        code=module_digest("mlmia.scoring.neighbours", "mlmia.models.loading"),
+    script:
+        "../workflow/scripts/make_neighbours.py"

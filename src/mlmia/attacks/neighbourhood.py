@@ -1,0 +1,42 @@
+"""The neighbourhood attack: the target's energy relative to its energy on neighbour texts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mlmia.attacks.base import Attack
+from mlmia.core.errors import UserError
+
+
+class Neighbourhood(Attack):
+    """E(s; θ) − mean_j E(s̃_j; θ): the target's energy of a sample minus the mean of its
+    energies of the sample's neighbours s̃_1, ..., s̃_n.
+
+    Mattern, Mireshghallah, Jin, Schölkopf, Sachan and Berg-Kirkpatrick, "Membership
+    Inference Attacks against Language Models via Neighbourhood Comparison", Findings of ACL
+    2023: a member sits in a dip of the model's loss, so its loss is lower than that of
+    slightly changed copies, while a non-member's is about the same. The neighbours are the
+    sample with one token replaced by a masked language model's best other guess
+    (`mlmia.scoring.neighbours.neighbour_samples`), scored by the target like any sample
+    (`neighbours_energy`: one energy per neighbour). No reference model is needed. Lower
+    means "member"."""
+
+    name = "neighbourhood"
+    label = "neighbourhood"
+    inputs = {"target": ("energy",), "neighbours": ("energy",)}
+    lower_is_member = True
+    aggregates = True
+
+    def statistic(self, table: pd.DataFrame) -> np.ndarray:
+        energy = table["target_energy"].to_numpy(dtype=float)
+        out = np.empty(len(table), dtype=float)
+        ids = table["sample_id"].tolist() if "sample_id" in table.columns else list(table.index)
+        for i, values in enumerate(table["neighbours_energy"].tolist()):
+            values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
+            if values.size == 0:
+                raise UserError(f"attack neighbourhood: sample {ids[i]} has no neighbour energies")
+            if not np.isfinite(values).all():
+                raise UserError(f"attack neighbourhood: sample {ids[i]}: a neighbour energy is not a finite number")
+            out[i] = energy[i] - values.mean()
+        return out

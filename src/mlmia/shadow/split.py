@@ -1,0 +1,295 @@
+"""Carol's split of the corpus, and Bob's shadow-model splits (Hisamoto, Post and Duh, TACL 2020, Section 3).
+
+Carol, the referee of the paper's game, decides which sentences Alice (the model owner)
+trains on, which sentences are probes, and which part of Alice's training data Bob (the
+attacker) gets. Carried over to masked language models: the corpus is a table of sentences
+(`sample_id`, `group_id`, `text`, `subcorpus`), a group being a document or patient.
+
+Groups are the unit of every split here: all sentences of a group share one `part`, so a
+document is never both trained on and held out, and never both Bob's and a probe's. Probes
+are drawn one sentence per group by default (`per_group`), so the k probes of a subcorpus
+come from k different documents and the in- and out-probe sets have exactly k sentences each
+(balanced: chance accuracy is 0.5). The paper does not say how many probes one document may
+give, nor what happens to a probe document's other sentences; these are our choices:
+
+- the other sentences of an in-probe group are trained on by Alice (part `in_probe`, `probe`
+  False) and are never Bob's; those of an out-probe or OOD-probe group are held out and never
+  probed;
+- the order of the groups of a subcorpus, and of the sentences of a group, is the order of
+  SHA-256 keys of (seed, subcorpus, group_id) and (seed, sample_id): a group's fate depends on
+  its id and the seed, not on the row order of the table.
+
+Only ids, counts and subcorpus names appear in messages, never sentence text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError
+from mlmia.core.io import require_columns
+from mlmia.core.keys import stable_key
+
+#: the parts of `carol_split`, one per group
+PARTS = ("alice_train", "in_probe", "out_probe", "ood_probe", "unused")
+#: the parts Alice trains on (every sentence of them, probes or not)
+ALICE_TRAIN_PARTS = ("alice_train", "in_probe")
+#: the classifier splits of Bob's labelled pairs (`shadow_splits`)
+CLASSIFIER_SPLITS = ("train", "valid", "test")
+
+
+def _names(value, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    names = [str(v) for v in value]
+    if len(set(names)) != len(names):
+        raise UserError(f"carol_split: {what} lists a subcorpus twice")
+    return names
+
+
+def _order(keys: Sequence[str], salt: str) -> list[int]:
+    """Positions of `keys` sorted by the SHA-256 key of `salt/key` (ties, impossible in practice, by key)."""
+    return sorted(range(len(keys)), key=lambda i: (stable_key(f"{salt}/{keys[i]}"), keys[i]))
+
+
+def _check_corpus(corpus: pd.DataFrame, where: str) -> pd.DataFrame:
+    require_columns(corpus, ["sample_id", "group_id", "text", "subcorpus"], where)
+    out = corpus.copy()
+    for column in ("sample_id", "group_id", "subcorpus"):
+        out[column] = out[column].astype(str)
+    dup = out["sample_id"].duplicated()
+    if dup.any():
+        raise UserError(f"{where}: duplicate sample_id {out['sample_id'][dup].iloc[0]!r}")
+    spans = out.groupby("group_id")["subcorpus"].nunique()
+    if (spans > 1).any():
+        group = spans[spans > 1].index[0]
+        raise UserError(
+            f"{where}: group {group!r} has sentences in {int(spans[group])} subcorpora; each group must belong to "
+            "one subcorpus (prefix group ids with the subcorpus if they are independent)"
+        )
+    return out
+
+
+def _probe_groups(
+    frame: pd.DataFrame, groups: list[str], k: int, per_group: int, seed: int
+) -> tuple[list[str], list[str]]:
+    """(groups used, probe sample ids): groups taken in order, at most `per_group` sentences each
+    (the first by sentence key), until k probes; ([], []) when the groups run out first."""
+    taken, probes = [], []
+    for group in groups:
+        if len(probes) >= k:
+            break
+        ids = frame.loc[frame["group_id"] == group, "sample_id"].tolist()
+        chosen = [ids[i] for i in _order(ids, f"{seed}/sentence")][: min(per_group, k - len(probes))]
+        taken.append(group)
+        probes.extend(chosen)
+    return (taken, probes) if len(probes) == k else ([], [])
+
+
+def carol_split(
+    corpus: pd.DataFrame,
+    shared: Sequence[str],
+    in_house: str | Sequence[str] | None,
+    ood: Sequence[str] | None,
+    probes: int,
+    bob_share: float,
+    seed: int,
+    *,
+    per_group: int = 1,
+) -> pd.DataFrame:
+    """Carol's split (the paper's Section 3 and Figure 2, on sentences of registers instead of
+    translation corpora): the corpus with three columns added, by group.
+
+    - `part` (one per group): for each SHARED subcorpus, its groups in key order give first
+      the out-probe groups (`out_probe`: never trained on), then the in-probe groups
+      (`in_probe`: Alice trains on them), until each side has `probes` probe sentences; every
+      other group is `alice_train`. Every group of the IN-HOUSE subcorpora is `alice_train`.
+      For each OOD subcorpus, the first groups until `probes` probe sentences are `ood_probe`,
+      the rest `unused`; subcorpora not named anywhere are `unused`. Alice trains on the
+      parts in `ALICE_TRAIN_PARTS`.
+    - `probe`: True for exactly `probes` sentences per shared subcorpus and side (in, out)
+      and per OOD subcorpus, at most `per_group` from one group.
+    - `bob`: Bob's data (the paper's B, a subset of Alice's training data without the
+      probes): `round(bob_share * n)` of the n `alice_train` groups of each shared subcorpus
+      (at least one), chosen in key order of (seed, "bob", group). In-house and in-probe
+      groups are never Bob's.
+
+    Deterministic in (corpus, arguments). A subcorpus with too few groups for its probes
+    (and, when shared, one more group for training) is a one-line UserError.
+    """
+    corpus = _check_corpus(corpus, "carol_split: corpus")
+    shared_names = _names(shared, "shared")
+    house_names = _names(in_house, "in_house")
+    ood_names = _names(ood, "ood")
+    if not shared_names:
+        raise UserError("carol_split: no shared subcorpus given")
+    listed = shared_names + house_names + ood_names
+    if len(set(listed)) != len(listed):
+        twice = next(n for n in listed if listed.count(n) > 1)
+        raise UserError(f"carol_split: subcorpus {twice!r} is named in more than one of shared, in_house, ood")
+    present = set(corpus["subcorpus"])
+    missing = [n for n in listed if n not in present]
+    if missing:
+        raise UserError(
+            f"carol_split: subcorpus {missing[0]!r} is not in the corpus (has: {', '.join(sorted(present))})"
+        )
+    k, per_group = int(probes), int(per_group)
+    if k < 1:
+        raise UserError(f"carol_split: probes must be >= 1, got {probes}")
+    if per_group < 1:
+        raise UserError(f"carol_split: per_group must be >= 1, got {per_group}")
+    share = float(bob_share)
+    if not 0.0 < share <= 1.0:
+        raise UserError(f"carol_split: bob_share must be in (0, 1], got {bob_share}")
+    seed = int(seed)
+
+    part_of: dict[str, str] = dict.fromkeys(corpus["group_id"], "unused")
+    probe_ids: set[str] = set()
+    bob_groups: set[str] = set()
+    for name in shared_names:
+        frame = corpus[corpus["subcorpus"] == name]
+        groups = list(dict.fromkeys(frame["group_id"]))
+        groups = [groups[i] for i in _order(groups, f"{seed}/{name}")]
+        out_groups, out_ids = _probe_groups(frame, groups, k, per_group, seed)
+        in_groups, in_ids = _probe_groups(frame, groups[len(out_groups) :], k, per_group, seed) if out_ids else ([], [])
+        rest = groups[len(out_groups) + len(in_groups) :]
+        if not in_ids or not rest:
+            raise UserError(
+                f"carol_split: shared subcorpus {name!r} has {len(groups)} groups ({len(frame)} sentences), too few for "
+                f"{k} out-probes and {k} in-probes (at most {per_group} per group) plus a group for training"
+            )
+        part_of.update(dict.fromkeys(out_groups, "out_probe"))
+        part_of.update(dict.fromkeys(in_groups, "in_probe"))
+        part_of.update(dict.fromkeys(rest, "alice_train"))
+        probe_ids.update(out_ids + in_ids)
+        n_bob = max(1, int(round(share * len(rest))))
+        bob_groups.update(rest[i] for i in _order(rest, f"{seed}/bob/{name}")[:n_bob])
+    for name in house_names:
+        part_of.update(dict.fromkeys(corpus.loc[corpus["subcorpus"] == name, "group_id"], "alice_train"))
+    for name in ood_names:
+        frame = corpus[corpus["subcorpus"] == name]
+        groups = list(dict.fromkeys(frame["group_id"]))
+        groups = [groups[i] for i in _order(groups, f"{seed}/{name}")]
+        ood_groups, ood_ids = _probe_groups(frame, groups, k, per_group, seed)
+        if not ood_ids:
+            raise UserError(
+                f"carol_split: OOD subcorpus {name!r} has {len(groups)} groups ({len(frame)} sentences), too few for "
+                f"{k} probes (at most {per_group} per group)"
+            )
+        part_of.update(dict.fromkeys(ood_groups, "ood_probe"))
+        probe_ids.update(ood_ids)
+
+    out = corpus.copy()
+    out["part"] = out["group_id"].map(part_of).astype(object)
+    out["probe"] = out["sample_id"].isin(probe_ids)
+    out["bob"] = out["group_id"].isin(bob_groups)
+    return out
+
+
+def probe_table(split: pd.DataFrame) -> pd.DataFrame:
+    """The probes of a `carol_split` table with their truth: `member` True for in-probes, False
+    for out- and OOD probes; `probe_set` "alice" (in- and out-probes) or "ood"."""
+    probes = split[split["probe"].astype(bool)].copy()
+    probes["member"] = probes["part"] == "in_probe"
+    probes["probe_set"] = np.where(probes["part"] == "ood_probe", "ood", "alice")
+    return probes.reset_index(drop=True)
+
+
+def _balanced_halves(sizes: dict[str, int], order: list[str]) -> set[str]:
+    """Groups (in `order`) put one by one on the side with fewer sentences so far (ties: in);
+    returns the 'in' side. The two sides differ by at most the largest group's size."""
+    n_in = n_out = 0
+    chosen = set()
+    for group in order:
+        if n_in <= n_out:
+            chosen.add(group)
+            n_in += sizes[group]
+        else:
+            n_out += sizes[group]
+    return chosen
+
+
+def shadow_splits(
+    bob_data: pd.DataFrame,
+    n_shadows: int,
+    seed: int,
+    *,
+    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
+) -> pd.DataFrame:
+    """Bob's shadow models' training sets and his classifier's splits (the paper's Section 3.2).
+
+    Returns one row per (sentence of Bob, shadow model): `sample_id`, `group_id`, `shadow`
+    (0 .. n_shadows - 1), `member` (the shadow model trains on the sentence) and `split`
+    ("train", "valid", "test": where the labelled pair goes for the classifier).
+
+    - Membership, for each shadow model s and each subcorpus (all together if Bob's table has
+      no `subcorpus` column): the groups, in key order of (seed, "shadow", s, group), go one by
+      one to the side (in or out) holding fewer sentences so far. So half the groups'
+      sentences are in, half out (up to one group), different for each shadow model.
+    - Classifier split: the groups, in key order of (seed, "classifier", group), are cut by
+      `fractions` (train, valid, test; each at least one group). A group's pairs of every
+      shadow model go to the same split, so no document of Bob:valid or Bob:test was seen
+      by the classifier in training. The paper splits Bob's labelled data into these three
+      sets without saying how; by group is our choice.
+    """
+    require_columns(bob_data, ["sample_id", "group_id"], "shadow_splits: Bob's data")
+    n_shadows = int(n_shadows)
+    if n_shadows < 1:
+        raise UserError(f"shadow_splits: n_shadows must be >= 1, got {n_shadows}")
+    fractions = tuple(float(f) for f in fractions)
+    if len(fractions) != 3 or min(fractions) <= 0:
+        raise UserError("shadow_splits: fractions must be three positive numbers (train, valid, test)")
+    data = bob_data.copy()
+    data["sample_id"] = data["sample_id"].astype(str)
+    data["group_id"] = data["group_id"].astype(str)
+    if data["sample_id"].duplicated().any():
+        raise UserError(
+            f"shadow_splits: duplicate sample_id {data['sample_id'][data['sample_id'].duplicated()].iloc[0]!r}"
+        )
+    groups = list(dict.fromkeys(data["group_id"]))
+    if len(groups) < 3:
+        raise UserError(f"shadow_splits: Bob's data has {len(groups)} groups; the classifier's splits need at least 3")
+    seed = int(seed)
+    sizes = data["group_id"].value_counts().to_dict()
+    strata = data.groupby("subcorpus")["group_id"] if "subcorpus" in data.columns else [("all", data["group_id"])]
+
+    ordered = [groups[i] for i in _order(groups, f"{seed}/classifier")]
+    total = sum(fractions)
+    n_train = max(1, math.floor(len(groups) * fractions[0] / total))
+    n_valid = max(1, math.floor(len(groups) * fractions[1] / total))
+    n_train = min(n_train, len(groups) - 2)
+    n_valid = min(n_valid, len(groups) - n_train - 1)
+    split_of = {g: "train" for g in ordered[:n_train]}
+    split_of.update({g: "valid" for g in ordered[n_train : n_train + n_valid]})
+    split_of.update({g: "test" for g in ordered[n_train + n_valid :]})
+
+    frames = []
+    for shadow in range(n_shadows):
+        members: set[str] = set()
+        for _, column in strata:
+            stratum = list(dict.fromkeys(column))
+            members |= _balanced_halves(sizes, [stratum[i] for i in _order(stratum, f"{seed}/shadow/{shadow}")])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sample_id": data["sample_id"].to_numpy(),
+                    "group_id": data["group_id"].to_numpy(),
+                    "shadow": np.full(len(data), shadow, dtype=np.int64),
+                    "member": data["group_id"].isin(members).to_numpy(),
+                    "split": data["group_id"].map(split_of).to_numpy(),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def shadow_training_ids(pairs: pd.DataFrame, shadow: int) -> list[str]:
+    """Sample ids shadow model `shadow` trains on (its `member` rows of `shadow_splits`)."""
+    chosen = pairs[(pairs["shadow"] == int(shadow)) & pairs["member"].astype(bool)]
+    return chosen["sample_id"].astype(str).tolist()

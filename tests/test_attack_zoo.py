@@ -1,0 +1,393 @@
+"""The attack zoo: each attack's statistic against values worked out by hand, and the registry."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlmia.attacks import get_attack
+from mlmia.attacks.base import Attack
+from mlmia.attacks.table import SAMPLE_FEATURES, build_attack_table
+from mlmia.core.errors import UserError
+from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estimates
+
+ZOO = (
+    "zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood", "pll_word_l2r",
+)  # fmt: skip
+LN = math.log
+
+
+def table(**columns):
+    n = len(next(iter(columns.values())))
+    base = {"sample_id": [f"s{i}" for i in range(n)], "group_id": [f"p{i}" for i in range(n)]}
+    return pd.DataFrame({**base, **columns})
+
+
+def one_line_error(attack, frame, match):
+    with pytest.raises(UserError, match=match) as info:
+        attack.statistic(frame)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------ the registry
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_registry_finds_every_attack_and_it_cites_its_paper(name):
+    attack = get_attack(name)
+    assert isinstance(attack, Attack) and attack.name == name and attack.label
+    doc = type(attack).__doc__
+    assert any(str(year) in doc for year in (2021, 2022, 2023, 2024, 2025)), "the docstring cites the paper's year"
+    assert attack.params == type(attack).parameters
+    assert attack.columns() and all(isinstance(c, str) for c in attack.columns())
+
+
+def test_parameters_override_defaults_and_unknown_ones_are_refused():
+    assert get_attack("min_k").params == {"k": 0.2}
+    assert get_attack("min_k", {"k": 0.5}).params == {"k": 0.5}
+    assert get_attack("rmia").params == {"a": 0.3, "gamma": 1.0}
+    assert get_attack("lira_offline").params == {"variance": "global", "min_sigma": 1e-3}
+    assert get_attack("blind").params == {"folds": 5}
+    with pytest.raises(UserError, match="attacks.min_k: unknown parameter"):
+        get_attack("min_k", {"kk": 0.5})
+
+
+def test_columns_follow_the_input_roles():
+    assert get_attack("zlib").columns() == ["target_energy", "sample_zlib_bytes"]
+    assert get_attack("pll_word_l2r").columns() == ["target_pll_word_l2r_energy", "reference_pll_word_l2r_energy"]
+    assert get_attack("lira_online").columns() == ["target_energy", "references_energy", "references_in"]
+    assert get_attack("neighbourhood").columns() == ["target_energy", "neighbours_energy"]
+    assert get_attack("min_k_plus_plus").columns() == ["target_token_logp", "target_token_mean", "target_token_var"]
+    assert get_attack("blind").columns() == ["sample_blind_member_probability"]
+    assert "blind_member_probability" in SAMPLE_FEATURES
+
+
+# ------------------------------------------------------------------ zlib, neighbourhood, PLL-word-l2r
+
+
+def test_zlib_by_hand():
+    # 2.0 / 40 = 0.05, 3.0 / 60 = 0.05, 1.5 / 10 = 0.15
+    t = table(target_energy=[2.0, 3.0, 1.5], sample_zlib_bytes=[40, 60, 10])
+    attack = get_attack("zlib")
+    np.testing.assert_allclose(attack.statistic(t), [0.05, 0.05, 0.15])
+    np.testing.assert_allclose(attack.member_score(t), [-0.05, -0.05, -0.15])  # lower = member
+    one_line_error(attack, t.assign(sample_zlib_bytes=[40, 0, 10]), "sample s1: zlib length is not positive")
+
+
+def test_neighbourhood_by_hand():
+    # means of the neighbours: 3.0, 1.0, 3.0 -> 2 - 3 = -1, 1 - 1 = 0, 3 - 3 = 0
+    t = table(target_energy=[2.0, 1.0, 3.0], neighbours_energy=[[2.5, 3.5], [1.0], np.array([2.0, 2.5, 4.5])])
+    attack = get_attack("neighbourhood")
+    np.testing.assert_allclose(attack.statistic(t), [-1.0, 0.0, 0.0])
+    assert attack.lower_is_member
+    one_line_error(attack, t.assign(neighbours_energy=[[2.5], [], [1.0]]), "sample s1 has no neighbour energies")
+
+
+def test_pll_word_l2r_by_hand():
+    # 2.0 - 2.5 = -0.5, 3.5 - 3.0 = 0.5, 1.0 - 1.0 = 0
+    t = table(target_pll_word_l2r_energy=[2.0, 3.5, 1.0], reference_pll_word_l2r_energy=[2.5, 3.0, 1.0])
+    np.testing.assert_allclose(get_attack("pll_word_l2r").statistic(t), [-0.5, 0.5, 0.0])
+
+
+# ------------------------------------------------------------------ Min-K% and Min-K%++
+
+
+def test_min_k_by_hand():
+    t = table(
+        target_token_logp=[
+            [-1.0, -2.0, -3.0, -4.0, -5.0],  # n 5
+            [-0.5, -0.1, -2.0, -0.3, -1.0, -4.0, -0.2, -0.4, -0.6, -0.7],  # n 10
+            [-0.25, -0.75],  # n 2
+            list(-np.arange(1.0, 31.0)),  # n 30: -1, ..., -30
+        ]
+    )
+    # k 0.2: m = ceil(0.2 n) = 1, 2, 1 (0.4 -> 1), 6
+    #   row 0: -5 -> 5; row 1: (-4 - 2) / 2 = -3 -> 3; row 2: -0.75 -> 0.75; row 3: mean(-25..-30) = -27.5 -> 27.5
+    np.testing.assert_allclose(get_attack("min_k").statistic(t), [5.0, 3.0, 0.75, 27.5])
+    # k 0.5: m = 3 (2.5 -> 3), 5, 1, 15
+    #   row 0: (-5 - 4 - 3) / 3 = -4; row 1: (-4 - 2 - 1 - 0.7 - 0.6) / 5 = -1.66; row 3: mean(-16..-30) = -23
+    np.testing.assert_allclose(get_attack("min_k", {"k": 0.5}).statistic(t), [4.0, 1.66, 0.75, 23.0])
+    # k 0.1 on 30 tokens is 3 tokens (0.1 * 30 = 3.0000000000000004 in floating point): mean(-28, -29, -30)
+    assert get_attack("min_k", {"k": 0.1}).statistic(t)[3] == pytest.approx(29.0)
+    # k 1: the plain mean; row 1: -9.8 / 10
+    assert get_attack("min_k", {"k": 1}).statistic(t)[1] == pytest.approx(0.98)
+    attack = get_attack("min_k")
+    one_line_error(attack, t.assign(target_token_logp=[[-1.0], [], [-1.0], [-1.0]]), "sample s1 has no scored tokens")
+    one_line_error(attack, t.assign(target_token_logp=[[-1.0], [np.nan], [-1.0], [-1.0]]), "sample s1: .* not a finite")
+    for k in (0, 1.5, "x"):
+        one_line_error(get_attack("min_k", {"k": k}), t, "attacks.min_k.k: a fraction")
+
+
+def test_min_k_plus_plus_by_hand():
+    t = table(
+        # row 0: sigma = 2, 1, 0.5 -> z = (-1 + 2) / 2 = 0.5, (-2 + 2) / 1 = 0, (-3 + 1) / 0.5 = -4
+        # row 1: variance 0 is a point mass -> z = 0; (-1 + 3) / 4 = 0.5
+        # row 2: a variance rounded below zero is zero too -> z = 0
+        target_token_logp=[[-1.0, -2.0, -3.0], [-0.5, -1.0], [-2.0]],
+        target_token_mean=[[-2.0, -2.0, -1.0], [-0.5, -3.0], [-1.0]],
+        target_token_var=[[4.0, 1.0, 0.25], [0.0, 16.0], [-1e-18]],
+    )
+    # k 0.2: m = 1, 1, 1 -> -min z: 4, 0, 0
+    np.testing.assert_allclose(get_attack("min_k_plus_plus").statistic(t), [4.0, 0.0, 0.0], atol=1e-15)
+    # k 0.5: m = 2 (1.5 -> 2), 1, 1 -> row 0: -(-4 + 0) / 2 = 2
+    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 0.5}).statistic(t), [2.0, 0.0, 0.0], atol=1e-15)
+    # k 1: row 0: -(0.5 + 0 - 4) / 3 = 3.5 / 3; row 1: -(0 + 0.5) / 2 = -0.25
+    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 1.0}).statistic(t)[:2], [3.5 / 3, -0.25])
+    one_line_error(
+        get_attack("min_k_plus_plus"),
+        t.assign(target_token_var=[[4.0, 1.0], [0.0, 16.0], [0.0]]),
+        "sample s0: .*length",
+    )
+
+
+# ------------------------------------------------------------------ LiRA
+
+
+def lira_table():
+    return table(
+        target_energy=[1.0, 2.0, 4.0],
+        references_energy=[[2.0, 3.0, 1.5], [1.0, 2.0, 3.0], [4.0, 3.0, 9.0]],
+        references_in=[[False, False, True], [False, False, False], [True, False, True]],
+    )
+
+
+def test_lira_offline_global_variance_by_hand():
+    # OUT energies: s0 [2, 3] (mean 2.5, squares 0.25 + 0.25), s1 [1, 2, 3] (mean 2, squares 1 + 0 + 1), s2 [3]
+    # (mean 3, no degree of freedom). Pooled: (0.5 + 2) / (1 + 2 + 0) = 5/6, sigma = 0.9128709
+    # z: (1 - 2.5) / 0.9128709 = -1.6431677, (2 - 2) / . = 0, (4 - 3) / 0.9128709 = 1.0954451
+    attack = get_attack("lira_offline")
+    np.testing.assert_allclose(attack.statistic(lira_table()), [-1.6431677, 0.0, 1.0954451], rtol=1e-7)
+    assert attack.lower_is_member
+
+
+def test_lira_offline_per_sample_variance_floor_and_errors():
+    per_sample = get_attack("lira_offline", {"variance": "per_sample"})
+    # s0: sd([2, 3]) = 0.7071068 -> -1.5 / 0.7071068 = -2.1213203; s1: sd([1, 2, 3]) = 1 -> 0
+    np.testing.assert_allclose(per_sample.statistic(lira_table().iloc[:2]), [-2.1213203, 0.0], rtol=1e-7)
+    # s2 has one OUT reference: no variance of its own
+    one_line_error(per_sample, lira_table(), "sample s2 has 1 OUT reference; variance per_sample needs at least 2")
+    # equal OUT energies: sd 0, floored at min_sigma 0.001 -> (2.5 - 2) / 0.001 = 500
+    same = table(target_energy=[2.5], references_energy=[[2.0, 2.0]], references_in=[[False, False]])
+    np.testing.assert_allclose(per_sample.statistic(same), [500.0])
+    np.testing.assert_allclose(
+        get_attack("lira_offline", {"variance": "per_sample", "min_sigma": 0.25}).statistic(same), [2.0]
+    )
+    all_in = lira_table().assign(references_in=[[False, True, True], [True, True, True], [False, False, False]])
+    message = one_line_error(get_attack("lira_offline"), all_in, "sample s1 has no OUT reference")
+    assert "s1" in message
+    one_line_error(get_attack("lira_offline"), lira_table().iloc[[2]], "global variance cannot be estimated")
+    one_line_error(get_attack("lira_offline", {"variance": "pooled"}), lira_table(), "attacks.lira_offline.variance")
+
+
+def test_lira_online_by_hand():
+    t = table(
+        target_energy=[1.0, 3.0],
+        # s0: IN [1, 2] (mean 1.5), OUT [3, 4] (mean 3.5); s1: IN [2, 3] (mean 2.5), OUT [4, 5] (mean 4.5)
+        references_energy=[[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 3.0, 5.0]],
+        references_in=[[True, True, False, False], [True, False, True, False]],
+    )
+    # global: sigma_in^2 = (0.5 + 0.5) / 2 = 0.5 = sigma_out^2, so the log ratio is
+    # ((E - mu_out)^2 - (E - mu_in)^2) / (2 * 0.5): s0 6.25 - 0.25 = 6, s1 2.25 - 0.25 = 2
+    attack = get_attack("lira_online")
+    np.testing.assert_allclose(attack.statistic(t), [6.0, 2.0])
+    assert not attack.lower_is_member
+    # per sample, unequal sigmas: E = 0, IN [0, 2] (mean 1, var 2), OUT [2, 6] (mean 4, var 8):
+    # log N(0; 1, 2) - log N(0; 4, 8) = (-1/4 - ln(2)/2) - (-16/16 - ln(8)/2) = 0.75 + ln 2
+    d = table(target_energy=[0.0], references_energy=[[0.0, 2.0, 2.0, 6.0]], references_in=[[True, True, False, False]])
+    per_sample = get_attack("lira_online", {"variance": "per_sample"})
+    np.testing.assert_allclose(per_sample.statistic(d), [0.75 + LN(2)])
+    no_in = t.assign(references_in=[[True, True, False, False], [False, False, False, False]])
+    one_line_error(attack, no_in, "sample s1 has no IN reference")
+
+
+# ------------------------------------------------------------------ RMIA
+
+
+def rmia_table():
+    # Pr(x | theta) = exp(-E): energies are -ln of probabilities
+    return pd.DataFrame(
+        {
+            "sample_id": ["m1", "n1", "p1", "p2", "p3", "p4"],
+            "group_id": ["a", "b", "c", "d", "e", "f"],
+            "role": ["member", "nonmember", "population", "population", "population", "population"],
+            "target_energy": [LN(1 / 0.5), LN(1 / 0.2), LN(1 / 0.1), LN(1 / 0.3), LN(1 / 0.6), LN(1 / 0.9)],
+            "references_energy": [
+                [LN(1 / 0.2), LN(1 / 0.3)],  # OUT mean 0.25
+                [LN(1 / 0.25), LN(1 / 0.9), LN(1 / 0.25)],  # the IN 0.9 is left out: OUT mean 0.25
+                [LN(1 / 0.2)],
+                [LN(1 / 0.3)],
+                [LN(1 / 0.4)],
+                [LN(1 / 0.3)],
+            ],
+            "references_in": [[False, False], [False, True, False], [False], [False], [False], [False]],
+        }
+    )
+
+
+def test_rmia_by_hand():
+    t = rmia_table()
+    # a = 1: Pr(x) is the OUT mean. LR: m1 0.5 / 0.25 = 2, n1 0.2 / 0.25 = 0.8; population
+    # p1 0.1 / 0.2 = 0.5, p2 0.3 / 0.3 = 1, p3 0.6 / 0.4 = 1.5, p4 0.9 / 0.3 = 3
+    # gamma 1: m1 beats 0.5, 1, 1.5 -> 3/4; n1 beats 0.5 -> 1/4; population rows against the
+    # other three: p1 0/3, p2 1/3, p3 2/3, p4 3/3
+    attack = get_attack("rmia", {"a": 1.0})
+    np.testing.assert_allclose(attack.statistic(t), [0.75, 0.25, 0.0, 1 / 3, 2 / 3, 1.0])
+    assert not attack.lower_is_member
+    # gamma 2.5: LR(z) <= LR(x) / 2.5: m1 (0.8) 0.5 -> 1/4; n1 (0.32) none; p1 (0.2) none;
+    # p2 (0.4) none; p3 (0.6) 0.5 -> 1/3; p4 (1.2) 0.5, 1 -> 2/3
+    strict = get_attack("rmia", {"a": 1.0, "gamma": 2.5})
+    np.testing.assert_allclose(strict.statistic(t), [0.25, 0.0, 0.0, 0.0, 1 / 3, 2 / 3])
+    # default a = 0.3: Pr(x) = 0.65 * OUT mean + 0.35. LR: m1 0.5 / 0.5125 = 0.9756,
+    # n1 0.2 / 0.5125 = 0.3902; p1 0.1 / 0.48 = 0.2083, p2 0.3 / 0.545 = 0.5505,
+    # p3 0.6 / 0.61 = 0.9836, p4 0.9 / 0.545 = 1.6514 -> m1 beats p1, p2 -> 2/4; n1 beats p1 -> 1/4
+    np.testing.assert_allclose(get_attack("rmia").statistic(t), [0.5, 0.25, 0.0, 1 / 3, 2 / 3, 1.0])
+
+
+def test_rmia_needs_population_rows_and_out_references():
+    t = rmia_table()
+    one_line_error(get_attack("rmia"), t.iloc[:3], "1 population rows; at least 2 are needed")
+    no_out = t.assign(references_in=[[True, True], [False, True, False], [False], [False], [False], [False]])
+    one_line_error(get_attack("rmia"), no_out, "sample m1 has no OUT reference")
+    one_line_error(get_attack("rmia", {"a": 2}), t, "attacks.rmia.a")
+    one_line_error(get_attack("rmia", {"gamma": 0}), t, "attacks.rmia.gamma")
+
+
+# ------------------------------------------------------------------ blind
+
+
+def blind_samples(unique_words: bool):
+    """5 member and 5 non-member patients of 2 samples each, 2 held-in and 2 population samples."""
+    rows = []
+    sets = [("member", 5, "aspirin"), ("nonmember", 5, "insulin")]
+    sets += [("member_heldin", 1, "aspirin"), ("population", 1, "insulin")]
+    for role, patients, word in sets:
+        for p in range(patients):
+            for s in range(2):
+                if unique_words:  # the same shared words everywhere, and one word only this sample has
+                    text = f"patient seen in clinic today tok{role}{p}x{s}q"
+                else:  # words that tell the two sets apart
+                    text = f"patient given {word} {word} daily note {p} {s}"
+                rows.append({"sample_id": f"{role}{p}-{s}", "group_id": f"{role}-{p}", "role": role, "text": text})
+    return pd.DataFrame(rows)
+
+
+def test_blind_statistic_is_the_feature():
+    # higher = member; the statistic is the feature as it is
+    t = table(sample_blind_member_probability=[0.9, 0.2, 0.5])
+    attack = get_attack("blind")
+    np.testing.assert_allclose(attack.statistic(t), [0.9, 0.2, 0.5])
+    np.testing.assert_allclose(attack.member_score(t), [0.9, 0.2, 0.5])
+
+
+def test_blind_feature_separates_shifted_sets_and_is_reproducible(capsys, caplog):
+    get_attack("blind")  # the registry imports blind.py, which registers the feature
+    feature = SAMPLE_FEATURES["blind_member_probability"]
+    samples = blind_samples(unique_words=False)
+    p = feature(samples, {"seed": 3})
+    role = samples["role"].to_numpy()
+    assert np.isfinite(p).all() and ((p > 0) & (p < 1)).all()
+    # the word "aspirin" only in members, "insulin" only in non-members: cross-fitted, still separated
+    assert p[role == "member"].min() > 0.5 > p[role == "nonmember"].max()
+    assert p[role == "member_heldin"].min() > 0.5 > p[role == "population"].max()
+    np.testing.assert_array_equal(p, feature(samples, {"seed": 3}))
+    np.testing.assert_array_equal(
+        feature(samples, {"seed": 1, "attacks": {"blind": {"folds": 2}}}),
+        feature(samples, {"seed": 1, "attacks": {"blind": {"folds": 2}}}),
+    )
+    out = capsys.readouterr()
+    assert out.out == out.err == "" and "given" not in caplog.text
+
+
+def test_blind_feature_is_cross_fitted_by_patient():
+    # Every text holds the same shared words and one word of its own. Fitted on all rows, the
+    # classifier learns those words and tells the sets apart perfectly. Cross-fitted by
+    # patient, the words of a scored patient are unknown to the model that scores it (its
+    # vocabulary comes from the other folds), so every scored row is the same vector of shared
+    # words; each fold trains on 4 member and 4 non-member patients that look alike on those
+    # words, and with balanced class weights the fit is symmetric between the classes:
+    # P(member) = 1/2 exactly, for every row. Held-in and population rows: scored by the model
+    # fitted on all rows, their own words unknown to it: 1/2 too.
+    get_attack("blind")
+    feature = SAMPLE_FEATURES["blind_member_probability"]
+    samples = blind_samples(unique_words=True)
+    np.testing.assert_allclose(feature(samples, {"seed": 0}), 0.5, atol=1e-9)
+    # the contrast: a model that saw the patients separates them
+    from mlmia.attacks.blind import _classifier
+
+    labelled = samples[samples.role.isin(["member", "nonmember"])]
+    seen = _classifier().fit(list(labelled.text), labelled.role == "member").predict_proba(list(labelled.text))[:, 1]
+    assert seen[(labelled.role == "member").to_numpy()].min() > 0.5 + 0.05
+
+
+def test_blind_feature_errors_are_one_line():
+    get_attack("blind")
+    feature = SAMPLE_FEATURES["blind_member_probability"]
+    samples = blind_samples(unique_words=False)
+    for settings, match in (
+        ({"attacks": {"blind": {"folds": 1}}}, "attacks.blind.folds: an integer >= 2"),
+        ({"attacks": {"blind": {"folds": 2.5}}}, "attacks.blind.folds"),
+    ):
+        with pytest.raises(UserError, match=match) as info:
+            feature(samples, settings)
+        assert "\n" not in str(info.value)
+    with pytest.raises(UserError, match="needs member and nonmember rows"):
+        feature(samples[samples.role != "nonmember"], {})
+    one_patient = samples[(samples.role != "nonmember") | (samples.group_id == "nonmember-0")]
+    with pytest.raises(UserError, match="only one class to train on") as info:
+        feature(one_patient, {})
+    assert "given" not in str(info.value)  # no sample text
+
+
+# ------------------------------------------------------------------ through the attack table and the metrics
+
+
+def test_zoo_through_the_attack_table_and_the_protocols():
+    rng = np.random.default_rng(0)
+    samples = blind_samples(unique_words=False).assign(source="a")
+    n = len(samples)
+    member = samples["role"].isin(["member", "member_heldin"]).to_numpy()
+    get_attack("blind")  # registers the blind feature for build_attack_table
+    energy = rng.normal(3.0, 0.3, n) - 0.5 * member
+    scores = {("target", "masked"): pd.DataFrame({"sample_id": samples.sample_id, "energy": energy})}
+    columns = {"target": ["energy"], "sample": ["zlib_bytes", "blind_member_probability"]}
+    built = build_attack_table(
+        samples, scores, {"target": "tiny"}, columns, nonmembers="a", population="a", settings={"seed": 0}
+    )
+    assert built["sample_blind_member_probability"].between(0, 1).all()
+    # the list columns of the other attacks, added by hand
+    built["target_token_logp"] = [list(-rng.exponential(2.0 - m, 8)) for m in member]
+    built["target_token_mean"] = [list(-np.full(8, 1.5)) for _ in member]
+    built["target_token_var"] = [list(np.full(8, 0.5)) for _ in member]
+    built["references_energy"] = [list(e + rng.normal(0.5 * m, 0.2, 4)) for e, m in zip(energy, member)]
+    built["references_in"] = [[True, True, False, False] if i % 2 else [False, False, True, True] for i in range(n)]
+    built["neighbours_energy"] = [list(e + rng.normal(0.3 * m, 0.1, 3)) for e, m in zip(energy, member)]
+    attacks = ("zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood")
+    settings = MetricSettings(
+        protocols=("corrected",), attacks=attacks, alphas=(0.1,), thresholds=("population",), fprs=(0.1,),
+        draws=2, seed=0, bootstrap=3, level="patient", attack_params={"min_k": {"k": 0.5}},
+    )  # fmt: skip
+    metrics = point_estimates(attack_metrics(built, settings))
+    auc = metrics[metrics.metric == "auc"].set_index("attack")["value"]
+    assert set(auc.index) == set(attacks) and auc.between(0, 1).all()
+    assert auc["blind"] == pytest.approx(1.0)  # the words tell the sets apart
+
+
+def test_attacks_that_compare_rows_keep_their_whole_table_scores_under_the_published_protocol():
+    # The published protocol re-scores the drawn member rows alone; RMIA would then find no
+    # population row (an error before) and LiRA's pooled sigma would change with the draw.
+    # By hand (test_rmia_by_hand): m1 0.75 > n1 0.25, so the one pair ranks right: AUC 1.
+    t = rmia_table().assign(source="a")
+    t["references_in"] = [[False] * len(r) for r in t["references_energy"]]
+    settings = MetricSettings(
+        protocols=("published", "corrected"), attacks=("rmia", "lira_offline"), alphas=(0.1,),
+        thresholds=("population",), fprs=(0.1,), draws=2, seed=0, bootstrap=0, level="sample",
+        attack_params={"rmia": {"a": 1.0}},
+    )  # fmt: skip
+    metrics = point_estimates(attack_metrics(t, settings))
+    auc = metrics[(metrics.metric == "auc") & (metrics.attack == "rmia")].set_index("protocol")["value"]
+    assert auc.to_dict() == {"published": 1.0, "corrected": 1.0}
+    assert get_attack("rmia").reads_other_rows() and get_attack("lira_offline").reads_other_rows()
+    assert not get_attack("lira_offline", {"variance": "per_sample"}).reads_other_rows()
+    assert not get_attack("loss").reads_other_rows()
