@@ -1,0 +1,181 @@
+# Canary exposure (Carlini et al., "The Secret Sharer", USENIX Security 2019) on the embedded
+# world: `snakemake canaries`. Secrets in a clinical template, inserted 0-64 times into the
+# target's training text; their exposure per checkpoint, and the canaries' sentences as a
+# membership test (mlmia.memorization.canaries; settings: config key canaries).
+from mlmia.memorization.canaries import membership_settings
+
+CANARIES = config["canaries"]
+CANARY_EPOCHS = sorted(set(CANARIES["epochs"]))
+
+
+rule canary_secrets:
+    input:
+        tokenizer=result("models/tokenizer"),
+    output:
+        canaries=result("canaries/canaries.parquet"),
+        candidates=result("canaries/candidates.parquet"),
+    log:
+        result("logs/canaries/secrets.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings={
+            key: CANARIES[key]
+            for key in (
+                "template",
+                "digits",
+                "repetitions",
+                "per_repetition",
+                "never_inserted",
+                "population",
+                "candidates",
+                "seed",
+            )
+        },
+        code=module_digest("mlmia.memorization.canaries", "mlmia.models.tokenizer"),
+    script:
+        "../workflow/scripts/canaries_secrets.py"
+
+
+rule canary_target:
+    input:
+        text=CORPUS_TABLES["target"],
+        canaries=result("canaries/canaries.parquet"),
+        tokenizer=result("models/tokenizer"),
+    output:
+        directory(result("canaries/target")),
+    log:
+        result("logs/canaries/target.log"),
+    benchmark:
+        result("benchmarks/canaries/target.tsv")
+    conda:
+        "../envs/mlmia.yaml"
+    threads: config["training"]["threads"]
+    resources:
+        mem_mb=config["training"]["mem_mb"],
+    params:
+        shape=CANARIES["shape"],
+        model=MODELS.get(CANARIES["shape"]),
+        epochs=CANARY_EPOCHS,
+        device=config["training"]["device"],
+        code=module_digest("mlmia.models.training", "mlmia.memorization.canaries"),
+    script:
+        "../workflow/scripts/canaries_target.py"
+
+
+rule canary_exposure:
+    input:
+        canaries=result("canaries/canaries.parquet"),
+        candidates=result("canaries/candidates.parquet"),
+        target=result("canaries/target"),
+    output:
+        result("canaries/exposure.parquet"),
+    log:
+        result("logs/canaries/exposure.log"),
+    benchmark:
+        result("benchmarks/canaries/exposure.tsv")
+    conda:
+        "../envs/mlmia.yaml"
+    threads: config["scoring"]["threads"]
+    resources:
+        mem_mb=config["scoring"]["mem_mb"],
+    params:
+        epochs=CANARY_EPOCHS,
+        template=lambda wildcards: CANARIES["template"],  # holds "{secret}": no expansion
+        digits=CANARIES["digits"],
+        seed=config["scoring"]["seed"],
+        device=config["scoring"]["device"],
+        code=module_digest(
+            "mlmia.memorization", "mlmia.scoring", "mlmia.models.loading"
+        ),
+    script:
+        "../workflow/scripts/canaries_exposure.py"
+
+
+rule canary_membership_scores:
+    input:
+        canaries=result("canaries/canaries.parquet"),
+        target=result("canaries/target"),
+        reference=lambda wildcards: model_input_of(CANARIES["reference"]),
+    output:
+        result("canaries/membership_scores.parquet"),
+    log:
+        result("logs/canaries/membership_scores.log"),
+    benchmark:
+        result("benchmarks/canaries/membership_scores.tsv")
+    conda:
+        "../envs/mlmia.yaml"
+    threads: config["scoring"]["threads"]
+    resources:
+        mem_mb=config["scoring"]["mem_mb"],
+    params:
+        epoch=max(CANARY_EPOCHS),
+        reference=lambda wildcards: STUDY.model_dir(CANARIES["reference"]),
+        reference_tokenizer=MODELS.get(CANARIES["reference"], {}).get("tokenizer"),
+        energy=CANARIES["energy"],
+        k=config["scoring"]["k"],
+        seed=config["scoring"]["seed"],
+        reduction=config["scoring"]["reduction"],
+        mask_count=config["scoring"]["mask_count"],
+        precision=config["scoring"]["precision"],
+        batch_size=config["scoring"]["batch_size"],
+        device=config["scoring"]["device"],
+        code=module_digest("mlmia.scoring", "mlmia.models.loading"),
+    script:
+        "../workflow/scripts/canaries_membership_scores.py"
+
+
+rule canary_membership:
+    input:
+        canaries=result("canaries/canaries.parquet"),
+        scores=result("canaries/membership_scores.parquet"),
+        exposure=result("canaries/exposure.parquet"),
+    output:
+        attack=result("canaries/membership_attack.parquet"),
+        csv=result("canaries/membership.csv"),
+        markdown=result("canaries/membership.md"),
+    log:
+        result("logs/canaries/membership.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        metrics=membership_settings(
+            CANARIES["alpha"], config["metrics"], config.get("attacks", {})
+        ),
+        epoch=max(CANARY_EPOCHS),
+        reference=CANARIES["reference"],
+        energy=CANARIES["energy"],
+        code=module_digest(
+            "mlmia.memorization.canaries", "mlmia.metrics", *attack_modules()
+        ),
+    script:
+        "../workflow/scripts/canaries_membership.py"
+
+
+rule canary_report:
+    input:
+        result("canaries/exposure.parquet"),
+    output:
+        csv=result("canaries/exposure_table.csv"),
+        markdown=result("canaries/exposure_table.md"),
+        png=result("canaries/exposure.png"),
+        pdf=result("canaries/exposure.pdf"),
+    log:
+        result("logs/canaries/report.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        digits=CANARIES["digits"],
+        template=lambda wildcards: CANARIES["template"],  # holds "{secret}": no expansion
+        style=config["figure_style"],
+        code=module_digest("mlmia.memorization.canaries"),
+    script:
+        "../workflow/scripts/canaries_report.py"
+
+
+rule canaries:
+    input:
+        rules.canary_secrets.output,
+        rules.canary_exposure.output,
+        rules.canary_membership.output,
+        rules.canary_report.output,

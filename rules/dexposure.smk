@@ -1,0 +1,163 @@
+# d-exposure of a de-identification tagger (Helali, Kleinbauer and Klakow, TSD 2020) on
+# PHI-labelled notes of the embedded world, or on the i2b2 2014 XML: `snakemake dexposure`.
+# One BERT tagger per (seed, repetitions of the inserted phrase), measured at checkpoint
+# epochs; the overfitting experiment per seed; Tables 1-3, Figures 1-2 and the findings
+# (mlmia.world.phi, mlmia.memorization.dexposure; settings: config key dexposure).
+from mlmia.memorization.dexposure import overfit_checkpoints
+
+DEXPOSURE = config["dexposure"]
+DEXPOSURE_PHI_KEYS = [
+    "seed",
+    "patients",
+    "sentences_per_patient",
+    "i2b2_share",
+    "phi_share",
+    "hospitals",
+    "ambiguous",
+    "occurrences",
+    "valid_share",
+    "phrase",
+    "classes",
+    "entities",
+]
+DEXPOSURE_SEEDS = range(DEXPOSURE["seeds"])
+DEXPOSURE_RUNS = [
+    result(f"dexposure/runs/main/seed{seed}_rep{reps}.parquet")
+    for seed in DEXPOSURE_SEEDS
+    for reps in DEXPOSURE["repetitions"]
+] + [
+    result(
+        f"dexposure/runs/overfit/seed{seed}_rep{DEXPOSURE['overfit']['repetitions']}.parquet"
+    )
+    for seed in DEXPOSURE_SEEDS
+]
+DEXPOSURE_TRAINING = {
+    "main": {
+        "model": DEXPOSURE["model"],
+        "training": DEXPOSURE["training"],
+        "checkpoints": DEXPOSURE["training"]["checkpoints"],
+        "lr_decay": True,
+        "dropout": None,
+        "fraction": 1.0,
+    },
+    "overfit": {
+        "model": DEXPOSURE["model"],
+        "training": DEXPOSURE["training"],
+        "checkpoints": overfit_checkpoints(DEXPOSURE["overfit"]),
+        "lr_decay": False,
+        "dropout": 0.0,
+        "fraction": DEXPOSURE["overfit"]["fraction"],
+    },
+}
+# the world's tokenizer, or one trained on the tagger's notes (`tokenizer: notes`)
+DEXPOSURE_TOKENIZER = result(
+    "models/tokenizer" if DEXPOSURE["tokenizer"] == "world" else "dexposure/tokenizer"
+)
+DEXPOSURE_OUTPUTS = {
+    f"{name}_{kind}": result(f"dexposure/{name}.{kind}")
+    for name in ("table1", "table2", "table3", "findings")
+    for kind in ("md", "csv")
+} | {
+    f"figure{n}_{kind}": result(f"dexposure/figure{n}.{kind}")
+    for n in (1, 2)
+    for kind in ("png", "pdf")
+}
+
+
+rule dexposure_notes:
+    input:
+        xml=DEXPOSURE["i2b2_xml"],
+    output:
+        notes=result("dexposure/notes.parquet"),
+        chosen=result("dexposure/chosen.parquet"),
+    log:
+        result("logs/dexposure/notes.log"),
+    benchmark:
+        result("benchmarks/dexposure/notes.tsv")
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings={key: DEXPOSURE[key] for key in DEXPOSURE_PHI_KEYS},
+        code=module_digest("mlmia.world.phi", "mlmia.world.corpus"),
+    script:
+        "../workflow/scripts/dexposure_notes.py"
+
+
+rule dexposure_tokenizer:
+    input:
+        notes=result("dexposure/notes.parquet"),
+    output:
+        directory(result("dexposure/tokenizer")),
+    log:
+        result("logs/dexposure/tokenizer.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        tokenizer=config["tokenizer"],
+        max_length=DEXPOSURE["model"]["max_length"],
+        code=module_digest("mlmia.models.tokenizer"),
+    script:
+        "../workflow/scripts/dexposure_tokenizer.py"
+
+
+rule dexposure_train:
+    input:
+        notes=result("dexposure/notes.parquet"),
+        chosen=result("dexposure/chosen.parquet"),
+        tokenizer=DEXPOSURE_TOKENIZER,
+    output:
+        result("dexposure/runs/{setting}/seed{seed}_rep{repetitions}.parquet"),
+    log:
+        result("logs/dexposure/{setting}/seed{seed}_rep{repetitions}.log"),
+    benchmark:
+        result("benchmarks/dexposure/{setting}/seed{seed}_rep{repetitions}.tsv")
+    wildcard_constraints:
+        setting="main|overfit",
+        seed="\\d+",
+        repetitions="\\d+",
+    conda:
+        "../envs/mlmia.yaml"
+    threads: DEXPOSURE["threads"]
+    resources:
+        mem_mb=config["training"]["mem_mb"],
+    params:
+        settings=lambda wildcards: DEXPOSURE_TRAINING[wildcards.setting],
+        phrase=lambda wildcards: DEXPOSURE["phrase"],
+        device=DEXPOSURE["device"],
+        code=module_digest(
+            "mlmia.memorization.dexposure",
+            "mlmia.memorization.exposure",
+            "mlmia.world.phi",
+            "mlmia.models.tokenizer",
+        ),
+    script:
+        "../workflow/scripts/dexposure_train.py"
+
+
+rule dexposure_report:
+    input:
+        notes=result("dexposure/notes.parquet"),
+        chosen=result("dexposure/chosen.parquet"),
+        runs=DEXPOSURE_RUNS,
+    output:
+        **DEXPOSURE_OUTPUTS,
+        figure2_csv=result("dexposure/figure2.csv"),
+        report=result("dexposure/report.md"),
+    log:
+        result("logs/dexposure/report.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        phrase=lambda wildcards: DEXPOSURE["phrase"],
+        name_entities=not DEXPOSURE["i2b2_xml"],
+        table2_rows=8,
+        overfit=DEXPOSURE["overfit"],
+        style=config["figure_style"],
+        code=module_digest("mlmia.memorization.dexposure", "mlmia.world.phi"),
+    script:
+        "../workflow/scripts/dexposure_report.py"
+
+
+rule dexposure:
+    input:
+        rules.dexposure_report.output,

@@ -1,0 +1,498 @@
+"""DP-SGD training of BERT masked language models with Opacus.
+
+DP-SGD (Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar and Zhang, "Deep learning with
+differential privacy", CCS 2016): every step draws a batch by Poisson sampling (each unit in
+with probability q = 1 / batches per epoch), computes each unit's gradient, clips it to L2 norm
+at most C (`max_grad_norm`), sums, adds Gaussian noise N(0, sigma^2 C^2 I) and divides by the
+expected batch size. sigma (`noise_multiplier`) is the smallest that keeps the whole run,
+epochs / q steps, within the target epsilon at delta by the accountant: Renyi DP by default
+(Mironov, "Renyi differential privacy", CSF 2017; Mironov, Talwar and Zhang, "Renyi
+differential privacy of the sampled Gaussian mechanism", 2019), Opacus' `rdp` accountant;
+`prv` and `gdp` are Opacus' others. The epsilon reported is the accountant's for the steps
+actually run, at delta = 1 / n (n: training units) unless `delta` is given.
+
+The unit of privacy (`unit`):
+
+- ``sample`` (what Opacus gives): a unit is one training line. A patient with k lines is then
+  protected by group privacy only: (k eps, k e^((k-1) eps) delta)-DP (Dwork and Roth, "The
+  algorithmic foundations of differential privacy", 2014, Theorem 2.2, and its approximate-DP
+  form, e.g. Vadhan, "The complexity of differential privacy", 2017, Lemma 2.2); `group_privacy`.
+- ``patient``: a unit is one patient (the training table's `group_id`). Poisson sampling draws
+  patients; all lines of a drawn patient enter the batch; the per-line gradients are averaged
+  over the patient's lines before clipping, so that each patient's contribution has norm at
+  most C, and the accountant's (eps, delta) holds per patient directly (delta = 1 / patients).
+  `batch_size` then counts patients.
+
+The loss per unit is the mean cross-entropy over its masked positions (per line, then the
+mean over a patient's lines), so that no unit's gradient depends on another unit's data (a
+batch-wide mean over masked tokens would make it do so, and break the sensitivity argument).
+The LM head runs on every position (per-sample gradients need the batch dimension; the
+non-private loop evaluates it at the masked positions only: the same loss, more compute).
+Position ids are passed per row (Opacus needs a batch dimension on every embedding input).
+BERT ties the output projection to the word embeddings: Opacus adds both uses' per-sample
+gradients; the LM head's own `bias` is the decoder's bias, whose per-sample gradient the
+decoder's hook computes, so the head module itself contributes none (`_prepare_opacus`).
+
+`epsilon: null` trains in the same loop (Poisson sampling, per-unit loss, full head) without
+clipping or noise: the non-private baseline that differs from the private targets only in the
+privacy mechanism. Randomness: batches from a seeded generator, noise from another (seeded;
+Opacus' `secure_mode` is off, so the noise is not cryptographically secure, as usual for
+research). The tokenizer is not trained privately: the guarantee is for the weights given
+the tokenizer (docs/dp.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError
+from mlmia.core.logs import get_logger
+
+log = get_logger(__name__)
+
+#: the keys of a model's `dp:` setting and their defaults
+DP_DEFAULTS: dict = {"epsilon": None, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample"}
+ACCOUNTANTS = ("rdp", "prv", "gdp")
+UNITS = ("sample", "patient")
+#: the clipping norm standing in for "no clipping" when epsilon is null (noise 0 x C stays 0)
+NO_CLIP = 1e20
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def dp_settings(value) -> dict:
+    """A model's `dp:` setting with defaults filled in; a wrong key or value is a UserError (one line)."""
+    if not isinstance(value, dict):
+        raise UserError(f"model config: dp must be a mapping such as {{epsilon: 4, max_grad_norm: 1.0}}, got {value!r}")
+    unknown = sorted(set(value) - set(DP_DEFAULTS))
+    if unknown:
+        raise UserError(f"model config: dp: unknown key(s) {', '.join(unknown)} (known: {', '.join(DP_DEFAULTS)})")
+    out = {**DP_DEFAULTS, **value}
+    if out["epsilon"] is not None and not (_number(out["epsilon"]) and out["epsilon"] > 0):
+        raise UserError(f"model config: dp.epsilon must be a number > 0 or null (no DP), got {out['epsilon']!r}")
+    if out["delta"] is not None and not (_number(out["delta"]) and 0 < out["delta"] < 1):
+        raise UserError(
+            f"model config: dp.delta must lie in (0, 1) or be null (1 / training units), got {out['delta']!r}"
+        )
+    if not (_number(out["max_grad_norm"]) and out["max_grad_norm"] > 0):
+        raise UserError(f"model config: dp.max_grad_norm must be a number > 0, got {out['max_grad_norm']!r}")
+    if out["accountant"] not in ACCOUNTANTS:
+        raise UserError(
+            f"model config: dp.accountant must be one of {', '.join(ACCOUNTANTS)}, got {out['accountant']!r}"
+        )
+    if out["unit"] not in UNITS:
+        raise UserError(f"model config: dp.unit must be one of {', '.join(UNITS)}, got {out['unit']!r}")
+    return out
+
+
+def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """(eps, delta)-DP for one unit gives (k eps, k e^((k-1) eps) delta)-DP for any k units
+    (group privacy: Dwork and Roth 2014, Theorem 2.2 for delta = 0; Vadhan 2017, Lemma 2.2).
+    The delta may exceed 1 (the guarantee is then vacuous); it is returned as computed (inf on overflow)."""
+    if int(k) != k or k < 1:
+        raise UserError(f"group_privacy: k must be an integer >= 1, got {k!r}")
+    k = int(k)
+    if not math.isfinite(epsilon):
+        return math.inf, math.inf
+    exponent = (k - 1) * epsilon
+    grown = math.inf if exponent > 700 else k * math.exp(exponent) * delta
+    return k * epsilon, grown
+
+
+def _prepare_opacus() -> None:
+    """Per-sample gradients of BERT's LM head module: its only direct parameter, `bias`, is the
+    decoder's bias (tied), whose per-sample gradient the decoder's Linear hook computes. Two
+    warnings are silenced: the insecure RNG (train_info.json records `secure_rng: false`) and
+    PyTorch's note that the first layer's inputs need no gradient (they are token ids)."""
+    from opacus.grad_sample import GradSampleModule, register_grad_sampler
+
+    warnings.filterwarnings("ignore", message="Secure RNG turned off", category=UserWarning)
+    warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+    from transformers.models.bert.modeling_bert import BertLMPredictionHead
+
+    if BertLMPredictionHead in GradSampleModule.GRAD_SAMPLERS:
+        return
+
+    @register_grad_sampler(BertLMPredictionHead)
+    def _tied_bias(layer, activations, backprops) -> dict:  # noqa: ARG001 (the hook's signature)
+        return {}
+
+
+def _new_model(cfg: dict, tokenizer, init_dir):
+    """The BertForMaskedLM to train, built as `mlmia.models.training.train_mlm` builds it."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    if init_dir is not None:
+        init_dir = Path(init_dir)
+        if not (init_dir / "config.json").exists():
+            raise UserError(f"{init_dir}: no saved model to start from (config.json missing)")
+        model = BertForMaskedLM.from_pretrained(str(init_dir))
+        if model.config.vocab_size != len(tokenizer):
+            raise UserError(
+                f"{init_dir}: vocabulary {model.config.vocab_size} differs from the tokenizer's {len(tokenizer)}"
+            )
+        cfg["max_length"] = min(int(cfg["max_length"]), int(model.config.max_position_embeddings))
+        cfg["position_offset"] = min(
+            int(cfg["position_offset"]), int(model.config.max_position_embeddings) - int(cfg["max_length"])
+        )
+        return model
+    return BertForMaskedLM(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=int(cfg["hidden_size"]),
+            num_hidden_layers=int(cfg["num_layers"]),
+            num_attention_heads=int(cfg["num_heads"]),
+            intermediate_size=int(cfg["intermediate_size"]),
+            max_position_embeddings=max(int(cfg["max_length"]), int(cfg["block_size"]) + 2)
+            + int(cfg["position_offset"]),
+            hidden_dropout_prob=float(cfg["dropout"]),
+            attention_probs_dropout_prob=float(cfg["dropout"]),
+            pad_token_id=tokenizer.pad_token_id,
+            type_vocab_size=2,
+        )
+    )
+
+
+def per_unit_loss(model, input_ids, attention_mask, labels, position_ids):
+    """Each row's mean cross-entropy over its masked positions (labels != -100), the LM head on
+    every position: a row's loss depends on that row alone."""
+    import torch
+    import torch.nn.functional as F
+
+    hidden = model.bert(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        token_type_ids=torch.zeros_like(input_ids),
+    ).last_hidden_state
+    logits = model.cls(hidden).float()
+    ce = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none", ignore_index=-100)
+    return ce.sum(dim=1) / (labels != -100).sum(dim=1).clamp(min=1)
+
+
+def pool_by_unit(grad_sample, owner, weights, n_units: int):
+    """Per-unit gradients from per-row ones: row r adds weights[r] x its gradient to unit owner[r]."""
+    shape = (n_units, *grad_sample.shape[1:])
+    scaled = grad_sample * weights.to(grad_sample.dtype).view(-1, *([1] * (grad_sample.dim() - 1)))
+    return grad_sample.new_zeros(shape).index_add_(0, owner, scaled)
+
+
+def _noise_only_step(optimizer) -> None:
+    """An empty Poisson batch: the step still adds the noise (to a zero gradient), as the
+    accountant assumes; skipping it would make the release depend on the batch being empty."""
+    import torch
+
+    for p in optimizer.params:
+        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+    optimizer.step()
+
+
+def _unit_norms(optimizer):
+    """Each unit's L2 gradient norm over all parameters (what DP-SGD clips)."""
+    import torch
+
+    samples = optimizer.grad_samples
+    return torch.stack([g.reshape(len(g), -1).norm(2, dim=-1) for g in samples], dim=1).norm(2, dim=1)
+
+
+def _plot(log_df: pd.DataFrame, path: Path, title: str) -> None:
+    from mlmia.models.training import _plot_curve
+
+    _plot_curve(log_df, path, title)
+
+
+def train_mlm_dp(
+    texts: Sequence[str],
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    config: dict | None = None,
+    init_dir: str | os.PathLike | None = None,
+    threads: int = 1,
+    device: str | None = "auto",
+    max_steps: int | None = None,
+    log_every: int = 20,
+    name: str | None = None,
+    groups: Sequence | None = None,
+) -> dict:
+    """Train a BertForMaskedLM on `texts` with DP-SGD (the model setting `dp`; module docstring)
+    and save it as `mlmia.models.training.train_mlm` does (model, tokenizer, train_log.csv,
+    train_curve.png, train_info.json); train_info.json also holds `dp`: the accountant's
+    epsilon and delta, sigma, C, q, steps, the share of unit gradients that were clipped, and
+    the patient-level guarantee. `groups`: each text's patient (`group_id`), for the
+    patient-level guarantee (unit sample) or the patient units (unit patient)."""
+    import torch
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from mlmia.models.loading import load_tokenizer, resolve_device
+    from mlmia.models.training import mlm_mask, model_settings
+
+    cfg = model_settings(config)
+    dp = dp_settings(cfg["dp"])
+    if cfg["pack"]:
+        raise UserError("model config: dp needs pack: false (a packed block mixes lines, so no line is one unit)")
+    torch.set_num_threads(max(1, int(threads)))
+    dev = resolve_device(device)
+    seed = int(cfg["seed"])
+    torch.manual_seed(seed)
+    if groups is not None and len(groups) != len(texts):
+        raise UserError(f"train_mlm: {len(groups)} patient ids for {len(texts)} texts")
+    keep = [i for i, t in enumerate(texts) if str(t).strip()]
+    texts = [str(texts[i]) for i in keep]
+    if not texts:
+        raise UserError("train_mlm: no training text")
+    group_ids = None if groups is None else np.asarray([str(groups[i]) for i in keep], dtype=object)
+    if dp["unit"] == "patient" and group_ids is None:
+        raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    out_dir = Path(out_dir)
+    t_start = time.time()
+    _prepare_opacus()
+    model = _new_model(cfg, tokenizer, init_dir)
+    model.to(dev)
+    model.train()
+
+    enc = tokenizer(
+        texts,
+        truncation=True,
+        max_length=int(cfg["max_length"]),
+        add_special_tokens=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    seqs = [np.asarray(x, dtype=np.int64) for x in enc["input_ids"]]
+    n_tokens = int(sum(len(s) for s in seqs))
+    special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)))
+    pad_id = tokenizer.pad_token_id
+
+    # the units and, per unit, its lines
+    if group_ids is not None:
+        patients, line_patient = np.unique(group_ids, return_inverse=True)
+        per_patient = np.bincount(line_patient)
+        k_max = int(per_patient.max())
+    else:
+        patients, line_patient, per_patient, k_max = None, None, None, None
+    if dp["unit"] == "patient":
+        unit_lines = [np.nonzero(line_patient == u)[0] for u in range(len(patients))]
+    else:
+        unit_lines = None
+    n_units = len(unit_lines) if unit_lines is not None else len(seqs)
+    delta = float(dp["delta"]) if dp["delta"] is not None else 1.0 / n_units
+
+    batch_size = int(cfg["batch_size"])
+    epochs = int(cfg["epochs"])
+    loader = DataLoader(
+        TensorDataset(torch.arange(n_units)), batch_size=batch_size, generator=torch.Generator().manual_seed(seed + 2)
+    )
+    steps_per_epoch = len(loader)
+    total_steps = steps_per_epoch * epochs
+    if max_steps is not None:
+        total_steps = min(total_steps, int(max_steps))
+    warmup = int(round(float(cfg["warmup_ratio"]) * total_steps))
+
+    decay, no_decay = [], []
+    for pname, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "LayerNorm" in pname or pname.endswith("bias") else decay).append(p)
+    base_optim = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": float(cfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=float(cfg["lr"]),
+    )
+
+    def lr_lambda(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(base_optim, lr_lambda)
+    engine = PrivacyEngine(accountant=dp["accountant"])
+    noise_gen = torch.Generator(device=dev).manual_seed(seed + 3)
+    common = {"module": model, "optimizer": base_optim, "data_loader": loader, "poisson_sampling": True,
+              "loss_reduction": "mean", "noise_generator": noise_gen}  # fmt: skip
+    private = dp["epsilon"] is not None
+    clip = float(dp["max_grad_norm"]) if private else NO_CLIP
+    if private:
+        try:
+            gsm, optim, loader = engine.make_private_with_epsilon(
+                **common, target_epsilon=float(dp["epsilon"]), target_delta=delta, epochs=epochs, max_grad_norm=clip
+            )
+        except ValueError as exc:  # Opacus: "The privacy budget is too low."
+            raise UserError(f"model config: dp.epsilon {dp['epsilon']}: no noise level reaches it ({exc})") from None
+    else:
+        gsm, optim, loader = engine.make_private(**common, noise_multiplier=0.0, max_grad_norm=clip)
+    net = gsm._module
+
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    max_offset = int(cfg["position_offset"])
+    crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
+    log.info(
+        "%s: DP-SGD (%s), %d texts in %d %s units, %d tokens, %d epochs, %d steps, expected batch %d, lr %g, "
+        "target eps %s at delta %.3g, sigma %.4g, C %g, %d thread(s), device %s",
+        name or out_dir.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
+        batch_size, cfg["lr"], dp["epsilon"], delta, optim.noise_multiplier, clip, threads, dev,
+    )  # fmt: skip
+
+    rows = []
+    step = 0
+    run_loss, run_n = 0.0, 0
+    clipped, seen, empty = 0, 0, 0
+    t0 = time.time()
+    done = False
+    epoch = 0
+    for epoch in range(1, epochs + 1):
+        for (drawn,) in loader:
+            units = drawn.tolist()
+            if unit_lines is not None:
+                lines = np.concatenate([unit_lines[u] for u in units]) if units else np.zeros(0, dtype=np.int64)
+                owner = torch.from_numpy(np.repeat(np.arange(len(units)), [len(unit_lines[u]) for u in units]))
+                weights = 1.0 / torch.from_numpy(per_patient[np.asarray(units, dtype=np.int64)][owner.numpy()])
+            else:
+                lines = np.asarray(units, dtype=np.int64)
+            optim.zero_grad(set_to_none=True)
+            if len(lines) == 0:
+                _noise_only_step(optim)
+                empty += 1
+            else:
+                rows_ids = [seqs[i] for i in lines]
+                if crop_prob > 0:  # random left crop, as in train_mlm
+                    cut = rng.integers(1, crop_max + 1, size=len(rows_ids))
+                    use = rng.random(len(rows_ids)) < crop_prob
+                    rows_ids = [
+                        np.concatenate([u[:1], u[1 + min(c, max(0, len(u) - 5)) :]]) if k else u
+                        for u, c, k in zip(rows_ids, cut, use)
+                    ]
+                width = max(len(u) for u in rows_ids)
+                ids = torch.full((len(rows_ids), width), pad_id, dtype=torch.long)
+                for r, u in enumerate(rows_ids):
+                    ids[r, : len(u)] = torch.from_numpy(u)
+                attn = (ids != pad_id).long()
+                masked, labels = mlm_mask(
+                    ids, torch.isin(ids, special_ids), len(tokenizer), tokenizer.mask_token_id, gen,
+                    float(cfg["mlm_probability"]),
+                )  # fmt: skip
+                off = (
+                    torch.randint(0, max_offset + 1, (len(rows_ids), 1), generator=gen)
+                    if max_offset
+                    else torch.zeros((len(rows_ids), 1), dtype=torch.long)
+                )
+                pos = torch.arange(width).unsqueeze(0) + off
+                per_row = per_unit_loss(net, masked.to(dev), attn.to(dev), labels.to(dev), pos.to(dev))
+                loss = per_row.mean()
+                loss.backward()
+                if unit_lines is not None:  # the patient's gradient: the mean of its lines'
+                    for p in optim.params:
+                        p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), len(units))
+                with torch.no_grad():
+                    norms = _unit_norms(optim)
+                clipped += int((norms > clip).sum())
+                seen += len(norms)
+                optim.step()
+                run_loss += float(loss.detach())
+                run_n += 1
+            sched.step()
+            step += 1
+            if step % log_every == 0 or step == total_steps:
+                if run_n:
+                    rows.append({"epoch": epoch, "step": step, "loss": run_loss / run_n,
+                                 "lr": base_optim.param_groups[0]["lr"], "seconds": round(time.time() - t0, 3)})  # fmt: skip
+                run_loss, run_n = 0.0, 0
+            if step >= total_steps:
+                done = True
+                break
+        if done:
+            break
+    if run_n:
+        rows.append({"epoch": epoch, "step": step, "loss": run_loss / run_n, "lr": base_optim.param_groups[0]["lr"],
+                     "seconds": round(time.time() - t0, 3)})  # fmt: skip
+    train_seconds = time.time() - t0
+
+    epsilon = float(engine.get_epsilon(delta)) if private else math.inf
+    model = gsm.to_standard_module()
+    model.eval()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
+    log_df.to_csv(out_dir / "train_log.csv", index=False)
+    _plot(log_df, out_dir / "train_curve.png", name or out_dir.name)
+    info_dp = {
+        "unit": dp["unit"],
+        "target_epsilon": dp["epsilon"],
+        "epsilon": epsilon if private else None,
+        "delta": delta,
+        "accountant": dp["accountant"],
+        "noise_multiplier": float(optim.noise_multiplier),
+        "max_grad_norm": float(dp["max_grad_norm"]) if private else None,
+        "sample_rate": 1.0 / steps_per_epoch,
+        "expected_batch_size": n_units / steps_per_epoch,
+        "units": n_units,
+        "steps": step,
+        "empty_batches": empty,
+        "clipped_share": clipped / seen if seen else None,
+        "poisson_sampling": True,
+        "secure_rng": False,
+    }
+    info_dp["patient_level"] = _patient_level(info_dp, k_max, patients)
+    info = {
+        "name": name or out_dir.name,
+        "config": cfg,
+        "init_from": str(init_dir) if init_dir else None,
+        "n_texts": len(seqs),
+        "n_tokens": n_tokens,
+        "steps": step,
+        "epochs_run": epoch,
+        "final_loss": float(log_df["loss"].iloc[-1]) if len(log_df) else float("nan"),
+        "train_seconds": round(train_seconds, 2),
+        "total_seconds": round(time.time() - t_start, 2),
+        "tokens_per_second": round(n_tokens * step / max(1, steps_per_epoch) / max(train_seconds, 1e-9), 1),
+        "threads": int(threads),
+        "device": str(dev),
+        "n_parameters": int(sum(p.numel() for p in model.parameters())),
+        "dp": info_dp,
+    }
+    (out_dir / "train_info.json").write_text(json.dumps(info, indent=2, default=_json_number))
+    log.info(
+        "%s: done in %.1f s, final loss %.3f; accountant eps %.3f at delta %.3g (sigma %.4g, %d steps, %.0f%% of "
+        "unit gradients clipped, %d empty batches)",
+        info["name"], train_seconds, info["final_loss"], epsilon, delta, optim.noise_multiplier, step,
+        100 * (info_dp["clipped_share"] or 0.0), empty,
+    )  # fmt: skip
+    return info
+
+
+def _json_number(value):
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _patient_level(info_dp: dict, k_max: int | None, patients) -> dict:
+    """The guarantee per patient: the accountant's own for unit patient; for unit sample, group
+    privacy over the most lines any training patient has (k)."""
+    if info_dp["epsilon"] is None:
+        return {"epsilon": None, "delta": None, "k": k_max, "how": "no DP"}
+    if info_dp["unit"] == "patient":
+        return {"epsilon": info_dp["epsilon"], "delta": info_dp["delta"], "k": k_max, "how": "patient-level DP-SGD"}
+    if k_max is None:
+        return {"epsilon": None, "delta": None, "k": None,
+                "how": "unknown: the training table has no group_id (patients)"}  # fmt: skip
+    eps_k, delta_k = group_privacy(info_dp["epsilon"], info_dp["delta"], k_max)
+    return {
+        "epsilon": eps_k,
+        "delta": delta_k if math.isfinite(delta_k) else None,  # None: beyond any float, vacuous
+        "k": k_max,
+        "patients": len(patients),
+        "vacuous": not delta_k < 1,
+        "how": f"group privacy over the k = {k_max} training lines of the patient with the most: (k eps, k e^((k-1) eps) delta)",
+    }

@@ -1,0 +1,855 @@
+"""d-exposure of a de-identification tagger: how far a BERT token classifier memorised the class
+of an ambiguous word in an inserted phrase.
+
+Helali, Kleinbauer and Klakow, "Assessing Unintended Memorization in Neural Discriminative
+Sequence Models", TSD 2020. A phrase whose one slot holds an AMBIGUOUS word w (labelled under
+two or more classes in the training data) is inserted r times into the training data with w
+labelled as class C_i. After training, every word of the candidate set C_i (the words
+labelled only as C_i in the training data: `mlmia.world.phi.candidate_words`) is put into the
+same slot of the same phrase, and w's confidence in C_i is ranked among theirs (Eq. 2-3,
+computed by `mlmia.memorization.exposure.d_exposure`):
+
+    d-exposure_i = -log2(rank(w) / |C_i|),  |C_i| = #candidates + 1 (w itself),
+
+rank(w) = 1 + #{candidates the model labels C_i whose confidence is >= w's}, and 0 when the
+model does not label w as C_i. The model's d-exposure is the mean over the chosen classes
+(`mean_d_exposure`). Its maximum for class C_i is log2 |C_i|.
+
+What is computed here, exactly:
+
+- the tagger (`build_tagger`, `train_and_measure`): a `transformers` BertForTokenClassification
+  trained from scratch (no pretrained weights exist offline) with a WordPiece tokenizer,
+  first-subword labelling (each whitespace word's tag sits on its first subword; its other
+  subwords and the special tokens carry the ignore label -100), cross-entropy, AdamW with
+  linear warm-up then linear decay to 0 (or a constant rate: `lr_decay: false`), seeded
+  (torch init and batch order);
+- the confidence (`slot_probabilities`): the softmax over the tag set of the logits at the
+  FIRST SUBWORD of the slot word, in the phrase alone ([CLS] phrase [SEP], eval mode). The
+  confidence in C_i is the probability of the tag ``B-<C_i>`` there (a one-word entity after
+  an O word begins its entity: B- is the tag the inserted phrase was trained with); the model
+  "labels the word C_i" when ``B-<C_i>`` is the most probable tag there (argmax over all tags);
+- the tagger's quality (`evaluate`): on the held-out (`valid`) split, the mean cross-entropy
+  over the words' first subwords (the validation loss), and the entity-level F1 of `seqeval`
+  (default CoNLL mode, micro average over all labelled classes, DATE included) of the argmax
+  tags at the first subwords (a word cut off by `max_length` is predicted O);
+- Table 3, Figures 1-2 and the findings (`table3`, `plot_figure1`, `plot_figure2`,
+  `findings`): means over the model seeds with 95% Student-t intervals (n - 1 degrees of
+  freedom; none with one seed).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError
+from mlmia.core.io import atomic_path
+from mlmia.core.logs import get_logger
+from mlmia.memorization.exposure import d_exposure, mean_d_exposure
+from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
+
+log = get_logger(__name__)
+
+#: the tagger's size and the training settings (the `dexposure.model` and `.training` config)
+MODEL_DEFAULTS: dict = {
+    "hidden_size": 128,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 512,
+    "max_length": 64,
+    "dropout": 0.1,
+}
+TRAINING_DEFAULTS: dict = {
+    "checkpoints": [2, 4, 8],
+    "batch_size": 16,
+    "lr": 0.001,
+    "warmup_ratio": 0.06,
+    "weight_decay": 0.01,
+}
+OVERFIT_DEFAULTS: dict = {"fraction": 0.1, "repetitions": 64, "epochs": 60, "every": 2}
+RUN_COLUMNS = [
+    "setting", "seed", "repetitions", "epoch", "class", "size", "max_d_exposure", "inserted_confidence",
+    "inserted_labelled", "inserted_tag", "rank", "d_exposure", "candidates_labelled", "candidate_confidence_median",
+    "train_sentences", "train_loss", "valid_loss", "f1", "seconds",
+]  # fmt: skip
+T_LEVEL = 0.95
+
+
+def labelled_classes(notes: pd.DataFrame) -> list[str]:
+    """The classes of the notes' tags: the known PHI classes in their order, then others sorted."""
+    seen = {str(t)[2:] for tags in notes["tags"] for t in tags if t != "O"}
+    return [c for c in PHI_CLASSES if c in seen] + sorted(seen - set(PHI_CLASSES))
+
+
+def inserted_sentences(phrase: str, entities: Mapping[str, str], repetitions: int) -> list[tuple[list, list]]:
+    """The inserted training sentences: for each class C_i, `repetitions` copies of the phrase
+    with its slot holding the chosen word of C_i tagged ``B-<C_i>`` (every other word O)."""
+    words, slot = phrase_slot(phrase)
+    out = []
+    for cls, word in entities.items():
+        filled = words[:slot] + [word] + words[slot + 1 :]
+        tags = ["O"] * len(words)
+        tags[slot] = f"B-{cls}"
+        out.extend((list(filled), list(tags)) for _ in range(int(repetitions)))
+    return out
+
+
+def subset_training(notes: pd.DataFrame, fraction: float, entities: Mapping[str, str], seed: int = 0) -> pd.DataFrame:
+    """The overfitting experiment's data: `fraction` of the training sentences (seeded, by
+    sentence), with the validation split whole. Every (chosen word, class) pair found in the
+    training split keeps at least one of its sentences, so the chosen words stay ambiguous."""
+    from mlmia.world.phi import word_key
+
+    if not 0 < fraction <= 1:
+        raise UserError(f"dexposure.overfit.fraction: must lie in (0, 1], got {fraction!r}")
+    train = np.flatnonzero(notes["split"].to_numpy() == "train")
+    rng = np.random.default_rng(seed)
+    order = train[rng.permutation(len(train))]
+    keep = set(order[: max(1, round(fraction * len(train)))].tolist())
+    wanted = {word_key(w) for w in entities.values()}
+    for pair_seen in _first_occurrences(notes, order, wanted):
+        keep.add(pair_seen)
+    mask = notes["split"].to_numpy() == "valid"
+    mask[sorted(keep)] = True
+    return notes[mask].reset_index(drop=True)
+
+
+def _first_occurrences(notes: pd.DataFrame, order: np.ndarray, wanted: set) -> list[int]:
+    from mlmia.world.phi import word_key
+
+    found: dict[tuple[str, str], int] = {}
+    for row in order:
+        for word, tag in zip(notes["words"].iat[row], notes["tags"].iat[row]):
+            key = word_key(word)
+            if key in wanted and tag != "O":
+                found.setdefault((key, tag[2:]), int(row))
+    return sorted(set(found.values()))
+
+
+# --------------------------------------------------------------------------------------------
+# encoding: first-subword labels
+
+
+def encode_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: int, tags=None, tag_index=None):
+    """Token ids of whitespace-word sentences ([CLS] ... [SEP], truncated at `max_length`),
+    the position of each word's first subword (-1 for a word cut off or without a token), and
+    with `tags`, the label ids: the word's tag id at its first subword, -100 elsewhere."""
+    from mlmia.models.tokenizer import encode_text
+
+    sentences = [list(map(str, s)) for s in sentences]
+    if not sentences:
+        return [], [], []
+    enc = encode_text(
+        tokenizer,
+        sentences,
+        labels=[f"sentence {i}" for i in range(len(sentences))],
+        is_split_into_words=True,
+        truncation=True,
+        max_length=int(max_length),
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    ids, labels, positions = [], [], []
+    for i, words in enumerate(sentences):
+        row = np.asarray(enc["input_ids"][i], dtype=np.int64)
+        first = np.full(len(words), -1, dtype=np.int64)
+        for pos, w in enumerate(enc.word_ids(i)):
+            if w is not None and first[w] < 0:
+                first[w] = pos
+        ids.append(row)
+        positions.append(first)
+        if tags is not None:
+            lab = np.full(len(row), -100, dtype=np.int64)
+            for w, pos in enumerate(first):
+                if pos >= 0:
+                    lab[pos] = tag_index[tags[i][w]]
+            labels.append(lab)
+    return ids, labels, positions
+
+
+def _pad(rows: Sequence[np.ndarray], value: int):
+    import torch
+
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.from_numpy(np.asarray(r, dtype=np.int64))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the tagger
+
+
+def build_tagger(tokenizer, tags: Sequence[str], settings: Mapping, seed: int, dropout: float | None = None):
+    """A BertForTokenClassification from scratch: the tokenizer's vocabulary, the settings'
+    size, `max_length` positions, dropout `dropout` (default the settings'), seeded init."""
+    import torch
+    from transformers import BertConfig, BertForTokenClassification
+
+    cfg = {**MODEL_DEFAULTS, **dict(settings)}
+    if int(cfg["hidden_size"]) % int(cfg["num_heads"]):
+        raise UserError(f"dexposure.model: hidden_size {cfg['hidden_size']} is not a multiple of num_heads")
+    p = float(cfg["dropout"] if dropout is None else dropout)
+    torch.manual_seed(int(seed))
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=int(cfg["hidden_size"]),
+        num_hidden_layers=int(cfg["num_layers"]),
+        num_attention_heads=int(cfg["num_heads"]),
+        intermediate_size=int(cfg["intermediate_size"]),
+        max_position_embeddings=int(cfg["max_length"]),
+        hidden_dropout_prob=p,
+        attention_probs_dropout_prob=p,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=len(tags),
+        id2label=dict(enumerate(tags)),
+        label2id={t: i for i, t in enumerate(tags)},
+    )
+    return BertForTokenClassification(config)
+
+
+def _logits(model, rows: Sequence[np.ndarray], pad_id: int, device, batch_size: int = 256):
+    """Per row, the tag logits at every token (eval mode, no gradient), as float32 arrays."""
+    import torch
+
+    out = []
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            ids = _pad(chunk, pad_id).to(device)
+            logits = model(input_ids=ids, attention_mask=(ids != pad_id).long()).logits.float().cpu().numpy()
+            out.extend(logits[i, : len(r)] for i, r in enumerate(chunk))
+    return out
+
+
+def slot_probabilities(
+    model, tokenizer, phrase: str, fillers: Sequence[str], max_length: int = 64, device="cpu", batch_size: int = 256
+) -> np.ndarray:
+    """The tag distribution at the slot word of the phrase, one row per filler.
+
+    Each filler is put into the phrase's slot (`mlmia.world.phi.phrase_slot`); the phrase is
+    encoded alone ([CLS] words [SEP]) and the row is the softmax over the tags of the logits at
+    the first subword of the slot word (shape: len(fillers) x number of tags)."""
+    words, slot = phrase_slot(phrase)
+    sentences = [words[:slot] + [str(f)] + words[slot + 1 :] for f in fillers]
+    ids, _, positions = encode_words(tokenizer, sentences, max_length)
+    logits = _logits(model, ids, tokenizer.pad_token_id, device, batch_size)
+    rows = []
+    for i, (lg, pos) in enumerate(zip(logits, positions)):
+        if pos[slot] < 0:
+            raise UserError(f"filler {i}: the slot word has no token within max_length {max_length}")
+        z = lg[pos[slot]].astype(np.float64)
+        z = np.exp(z - z.max())
+        rows.append(z / z.sum())
+    return np.asarray(rows).reshape(len(sentences), -1)
+
+
+def class_d_exposure(
+    model, tokenizer, phrase: str, cls: str, word: str, candidates: Sequence[str], tags: Sequence[str], **kwargs
+) -> dict:
+    """d-exposure of the inserted word `word` for class `cls` (Helali et al., Eq. 2-3) with the
+    candidate set `candidates` (the words labelled only as `cls`; `word` must not be among them).
+
+    Confidence: P(B-<cls>) at the slot word's first subword; labelled: B-<cls> is the argmax tag
+    there (`slot_probabilities`). Returns the numbers of one row of the runs table."""
+    b = list(tags).index(f"B-{cls}")
+    probs = slot_probabilities(model, tokenizer, phrase, [word, *candidates], **kwargs)
+    conf, labelled = probs[:, b], probs.argmax(axis=1) == b
+    value = d_exposure(float(conf[0]), bool(labelled[0]), conf[1:], labelled[1:])
+    rank = 1 + int(np.sum(labelled[1:] & (conf[1:] >= conf[0]))) if labelled[0] else np.nan
+    return {
+        "class": cls,
+        "size": len(candidates) + 1,
+        "max_d_exposure": math.log2(len(candidates) + 1),
+        "inserted_confidence": float(conf[0]),
+        "inserted_labelled": bool(labelled[0]),
+        "inserted_tag": tags[int(probs[0].argmax())],
+        "rank": rank,
+        "d_exposure": value,
+        "candidates_labelled": float(labelled[1:].mean()) if len(candidates) else np.nan,
+        "candidate_confidence_median": float(np.median(conf[1:])) if len(candidates) else np.nan,
+    }
+
+
+def evaluate(model, tokenizer, words, tags, tag_list: Sequence[str], max_length: int, device="cpu") -> dict:
+    """Validation loss (mean cross-entropy over the words' first subwords) and seqeval's
+    entity-level F1 (micro average, and per class) of the argmax tags; a word cut off by
+    `max_length` is predicted O."""
+    from seqeval.metrics import classification_report
+
+    index = {t: i for i, t in enumerate(tag_list)}
+    ids, labels, positions = encode_words(tokenizer, words, max_length, tags, index)
+    logits = _logits(model, ids, tokenizer.pad_token_id, device)
+    total, count, predicted = 0.0, 0, []
+    for lg, lab, pos in zip(logits, labels, positions):
+        sel = lab >= 0
+        z = lg[sel].astype(np.float64)
+        logz = z.max(axis=1) + np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1))
+        total += float(np.sum(logz - z[np.arange(len(z)), lab[sel]]))
+        count += int(sel.sum())
+        best = lg.argmax(axis=1)
+        predicted.append([tag_list[int(best[p])] if p >= 0 else "O" for p in pos])
+    report = classification_report([list(t) for t in tags], predicted, output_dict=True, zero_division=0)
+    out = {"valid_loss": total / max(count, 1), "f1": float(report["micro avg"]["f1-score"])}
+    for key, row in report.items():
+        if key not in ("micro avg", "macro avg", "weighted avg"):
+            out[f"f1_{key}"] = float(row["f1-score"])
+    return out
+
+
+def train_and_measure(
+    notes: pd.DataFrame,
+    entities: Mapping[str, str],
+    tokenizer,
+    *,
+    phrase: str,
+    repetitions: int,
+    seed: int,
+    model_settings: Mapping,
+    training: Mapping,
+    checkpoints: Sequence[int],
+    lr_decay: bool = True,
+    dropout: float | None = None,
+    setting: str = "main",
+    device: str = "auto",
+    threads: int = 1,
+) -> pd.DataFrame:
+    """Train a tagger on the notes' `train` split plus the inserted phrases and measure it at
+    each checkpoint epoch: one row per (checkpoint, d-exposure class), columns `RUN_COLUMNS`
+    plus `f1_<class>`.
+
+    `entities` maps each d-exposure class to its inserted word; the candidate sets are counted
+    on the `train` split WITHOUT the inserted phrases (`mlmia.world.phi.candidate_words`).
+    `training`: batch_size, lr, warmup_ratio, weight_decay (`TRAINING_DEFAULTS`); training runs
+    max(checkpoints) epochs; `lr_decay` False keeps the rate constant after warm-up; `dropout`
+    overrides the model's (0 for the overfitting experiment). The training loss of a
+    checkpoint is the mean loss of that epoch's batches (train mode)."""
+    import torch
+
+    from mlmia.models.loading import resolve_device
+
+    t_start = time.time()
+    torch.set_num_threads(max(1, int(threads)))
+    dev = resolve_device(device)
+    mcfg = {**MODEL_DEFAULTS, **dict(model_settings)}
+    tcfg = {**TRAINING_DEFAULTS, **dict(training)}
+    checkpoints = sorted({int(e) for e in checkpoints})
+    if not checkpoints or checkpoints[0] < 1:
+        raise UserError("dexposure: checkpoints must be epochs >= 1")
+    classes = labelled_classes(notes)
+    tag_list = tag_names(classes)
+    index = {t: i for i, t in enumerate(tag_list)}
+    for cls in entities:
+        if cls not in classes:
+            raise UserError(f"dexposure.classes: {cls!r} is not a class of the notes' tags ({', '.join(classes)})")
+    train = notes[notes["split"] == "train"]
+    valid = notes[notes["split"] == "valid"]
+    counts = word_tag_counts(notes, "train")
+    candidates = {cls: candidate_words(counts, cls, classes) for cls in entities}
+    for cls, words in candidates.items():
+        if not words:
+            raise UserError(f"dexposure: class {cls} has no word labelled only as {cls} in the training notes")
+    inserted = inserted_sentences(phrase, entities, repetitions)
+    words = [list(w) for w in train["words"]] + [w for w, _ in inserted]
+    tags = [list(t) for t in train["tags"]] + [t for _, t in inserted]
+    ids, labels, _ = encode_words(tokenizer, words, mcfg["max_length"], tags, index)
+    model = build_tagger(tokenizer, tag_list, mcfg, seed, dropout).to(dev)
+    batch_size = int(tcfg["batch_size"])
+    epochs = checkpoints[-1]
+    steps_per_epoch = math.ceil(len(ids) / batch_size)
+    total = steps_per_epoch * epochs
+    warmup = int(round(float(tcfg["warmup_ratio"]) * total))
+
+    def rate(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if not lr_decay:
+            return 1.0
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "LayerNorm" in name or name.endswith("bias") else decay).append(p)
+    optim = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": float(tcfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=float(tcfg["lr"]),
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, rate)
+    rng = np.random.default_rng(int(seed))
+    pad = tokenizer.pad_token_id
+    log.info(
+        "%s seed %d, %d repetitions: %d training sentences (%d inserted), %d valid, %d epochs, %s, classes %s "
+        "(candidates %s)",
+        setting,
+        seed,
+        repetitions,
+        len(ids),
+        len(inserted),
+        len(valid),
+        epochs,
+        dev,
+        ", ".join(entities),
+        ", ".join(str(len(c)) for c in candidates.values()),
+    )
+    rows = []
+    for epoch in range(1, epochs + 1):
+        model.train()
+        order = rng.permutation(len(ids))
+        loss_sum, loss_n = 0.0, 0
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            x = _pad([ids[i] for i in batch], pad).to(dev)
+            y = _pad([labels[i] for i in batch], -100).to(dev)
+            loss = model(input_ids=x, attention_mask=(x != pad).long(), labels=y).loss
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optim.step()
+            sched.step()
+            n = int((y != -100).sum())
+            loss_sum += float(loss.detach()) * n
+            loss_n += n
+        if epoch not in checkpoints:
+            continue
+        quality = evaluate(
+            model, tokenizer, list(valid["words"]), list(valid["tags"]), tag_list, mcfg["max_length"], dev
+        )
+        per_class = []
+        for cls, word in entities.items():
+            row = class_d_exposure(
+                model,
+                tokenizer,
+                phrase,
+                cls,
+                word,
+                candidates[cls],
+                tag_list,
+                max_length=mcfg["max_length"],
+                device=dev,
+            )
+            per_class.append(row["d_exposure"])
+            rows.append(
+                {
+                    "setting": setting,
+                    "seed": int(seed),
+                    "repetitions": int(repetitions),
+                    "epoch": epoch,
+                    **row,
+                    "train_sentences": len(ids),
+                    "train_loss": loss_sum / max(loss_n, 1),
+                    **quality,
+                    "seconds": round(time.time() - t_start, 2),
+                }
+            )
+        log.info(
+            "%s seed %d, %d repetitions, epoch %d: train loss %.4f, valid loss %.4f, F1 %.3f, d-exposure %s (mean %.3f)",
+            setting,
+            seed,
+            repetitions,
+            epoch,
+            loss_sum / max(loss_n, 1),
+            quality["valid_loss"],
+            quality["f1"],
+            ", ".join(f"{c} {v:.2f}" for c, v in zip(entities, per_class)),
+            mean_d_exposure(per_class),
+        )
+    out = pd.DataFrame(rows)
+    return out[RUN_COLUMNS + sorted(c for c in out.columns if c.startswith("f1_"))]
+
+
+# --------------------------------------------------------------------------------------------
+# settings
+
+
+def dexposure_settings(config: Mapping | None) -> dict:
+    """The `dexposure:` config's experiment settings, checked (the schema fills the defaults)."""
+    cfg = dict(config or {})
+    training = {**TRAINING_DEFAULTS, **dict(cfg.get("training") or {})}
+    overfit = {**OVERFIT_DEFAULTS, **dict(cfg.get("overfit") or {})}
+    model = {**MODEL_DEFAULTS, **dict(cfg.get("model") or {})}
+    reps = [int(r) for r in cfg.get("repetitions", [0, 4, 16, 64, 128, 256])]
+    if not reps or min(reps) < 0 or len(set(reps)) != len(reps):
+        raise UserError("dexposure.repetitions: distinct non-negative integers, at least one")
+    if not training["checkpoints"] or min(training["checkpoints"]) < 1:
+        raise UserError("dexposure.training.checkpoints: epochs >= 1, at least one")
+    if int(overfit["every"]) < 1 or int(overfit["epochs"]) < int(overfit["every"]):
+        raise UserError("dexposure.overfit: needs every >= 1 and epochs >= every")
+    classes = list(cfg.get("classes", ["PERSON", "LOCATION", "ORGANIZATION"]))
+    unknown = sorted(set(cfg.get("entities") or {}) - set(classes))
+    if unknown:
+        raise UserError(f"dexposure.entities: {', '.join(unknown)} is not one of dexposure.classes")
+    return {
+        "classes": classes,
+        "entities": dict(cfg.get("entities") or {}),
+        "repetitions": sorted(reps),
+        "seeds": list(range(int(cfg.get("seeds", 3)))),
+        "model": model,
+        "training": training,
+        "overfit": overfit,
+        "phrase": cfg.get("phrase", "The patient often talks about {slot} ."),
+    }
+
+
+def overfit_checkpoints(overfit: Mapping) -> list[int]:
+    """Every `every`-th epoch up to `epochs` (and `epochs` itself)."""
+    every, epochs = int(overfit["every"]), int(overfit["epochs"])
+    return sorted(set(range(every, epochs + 1, every)) | {epochs})
+
+
+# --------------------------------------------------------------------------------------------
+# intervals, tables, figures, findings
+
+
+def seed_interval(values: Sequence[float], level: float = T_LEVEL) -> tuple[float, float, float]:
+    """Mean and 95% Student-t interval (n - 1 degrees of freedom) of per-seed values; the
+    interval is (nan, nan) with fewer than 2 values."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return np.nan, np.nan, np.nan
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, np.nan, np.nan
+    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return mean, mean - half, mean + half
+
+
+def model_means(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, seed, repetitions, epoch): the model's d-exposure (the mean over
+    the classes, `mean_d_exposure`), its losses and F1."""
+    keys = ["setting", "seed", "repetitions", "epoch"]
+    rows = []
+    for key, part in runs.groupby(keys, sort=True):
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "d_exposure": mean_d_exposure(part["d_exposure"].to_numpy()),
+                "max_d_exposure": float(part["max_d_exposure"].mean()),
+                "train_loss": float(part["train_loss"].iloc[0]),
+                "valid_loss": float(part["valid_loss"].iloc[0]),
+                "f1": float(part["f1"].iloc[0]),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*keys, "d_exposure", "max_d_exposure", "train_loss", "valid_loss", "f1"])
+
+
+def table3(runs: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 (tidy): d-exposure per class and for the model (class "mean"), per repetitions
+    and checkpoint epoch: the mean over seeds with its interval, the maximum log2 |C_i| (for
+    "mean": the mean of the classes' maxima), and the tagger's F1 (mean over seeds, interval)."""
+    main = runs[runs["setting"] == "main"]
+    means = model_means(main).assign(**{"class": "mean"})
+    both = pd.concat([main, means], ignore_index=True)
+    rows = []
+    classes = [*dict.fromkeys(main["class"]), "mean"]
+    for (cls, reps, epoch), part in both.groupby(["class", "repetitions", "epoch"], sort=True):
+        mean, low, high = seed_interval(part["d_exposure"])
+        f1, f1_low, f1_high = seed_interval(part["f1"])
+        rows.append(
+            {
+                "class": cls,
+                "repetitions": int(reps),
+                "epoch": int(epoch),
+                "n_seeds": int(part["seed"].nunique()),
+                "d_exposure": mean,
+                "ci_low": low,
+                "ci_high": high,
+                "max_d_exposure": float(part["max_d_exposure"].mean()),
+                "f1": f1,
+                "f1_ci_low": f1_low,
+                "f1_ci_high": f1_high,
+            }
+        )
+    out = pd.DataFrame(rows)
+    out["class"] = pd.Categorical(out["class"], classes, ordered=True)
+    return out.sort_values(["class", "repetitions", "epoch"]).reset_index(drop=True).astype({"class": str})
+
+
+def figure2_data(runs: pd.DataFrame) -> pd.DataFrame:
+    """Figure 2 (tidy): per overfitting epoch, the model's d-exposure, training and validation
+    loss, each a mean over seeds with its interval."""
+    over = model_means(runs[runs["setting"] == "overfit"])
+    rows = []
+    for epoch, part in over.groupby("epoch", sort=True):
+        row = {"epoch": int(epoch), "n_seeds": int(part["seed"].nunique())}
+        for col in ("d_exposure", "train_loss", "valid_loss"):
+            mean, low, high = seed_interval(part[col])
+            row.update({col: mean, f"{col}_ci_low": low, f"{col}_ci_high": high})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def findings(runs: pd.DataFrame) -> pd.DataFrame:
+    """The paper's two findings, checked with intervals over the seeds.
+
+    1. "d-exposure grows with repetitions": per seed, the model's d-exposure at the last
+       checkpoint with the most repetitions minus with the fewest (paired by seed); its mean
+       and 95% t-interval; "holds" when the interval lies above 0 (with one seed: when the
+       difference is above 0, marked as not resolvable). Also the mean over seeds of
+       Spearman's rho between repetitions and d-exposure.
+    2. "d-exposure does not keep growing once the validation loss rises" (the overfitting
+       experiment): per seed, e* is the checkpoint of least validation loss; the validation
+       loss rises when the last checkpoint's is above e*'s; the change of the model's
+       d-exposure from e* to the last checkpoint (paired by seed), mean and interval. "holds"
+       when the validation loss rose and the interval does not lie above 0 (no further growth
+       detected); "does not hold" when it lies above 0; "not reached" when the validation loss
+       never rose.
+    """
+    from scipy import stats
+
+    rows = []
+    main = model_means(runs[runs["setting"] == "main"])
+    if len(main):
+        last = main[main["epoch"] == main["epoch"].max()]
+        lo_r, hi_r = last["repetitions"].min(), last["repetitions"].max()
+        diffs, rhos = [], []
+        for _, part in last.groupby("seed"):
+            by_r = part.set_index("repetitions")["d_exposure"]
+            if lo_r in by_r.index and hi_r in by_r.index:
+                diffs.append(float(by_r[hi_r] - by_r[lo_r]))
+            if by_r.nunique() > 1 and len(by_r) > 2:
+                rhos.append(float(stats.spearmanr(by_r.index, by_r.to_numpy()).statistic))
+        mean, low, high = seed_interval(diffs)
+        resolvable = len(diffs) >= 2
+        holds = (low > 0) if resolvable else (mean > 0 if np.isfinite(mean) else False)
+        rows.append(
+            {
+                "finding": "grows_with_repetitions",
+                "statement": "d-exposure grows with the number of repetitions of the inserted phrase",
+                "measure": f"d-exposure at {hi_r} minus at {lo_r} repetitions (epoch {int(last['epoch'].iloc[0])})",
+                "value": mean,
+                "ci_low": low,
+                "ci_high": high,
+                "n_seeds": len(diffs),
+                "verdict": ("holds" if holds else "does not hold") + ("" if resolvable else " (1 seed: no interval)"),
+                "note": f"mean Spearman rho (repetitions, d-exposure) {np.mean(rhos):.2f}" if rhos else "",
+            }
+        )
+    over = model_means(runs[runs["setting"] == "overfit"])
+    if len(over):
+        changes, rises, best_epochs = [], [], []
+        for _, part in over.groupby("seed"):
+            part = part.sort_values("epoch")
+            best = part.loc[part["valid_loss"].idxmin()]
+            end = part.iloc[-1]
+            best_epochs.append(int(best["epoch"]))
+            rises.append(float(end["valid_loss"] - best["valid_loss"]))
+            changes.append(float(end["d_exposure"] - best["d_exposure"]))
+        mean, low, high = seed_interval(changes)
+        rose = all(r > 0 for r in rises)
+        resolvable = len(changes) >= 2
+        grows = (low > 0) if resolvable else mean > 0
+        verdict = "not reached" if not rose else ("does not hold" if grows else "holds")
+        rows.append(
+            {
+                "finding": "no_growth_when_overfitting",
+                "statement": "d-exposure does not keep growing once the validation loss rises",
+                "measure": (
+                    f"d-exposure at the last epoch ({int(over['epoch'].max())}) minus at the epoch of least "
+                    f"validation loss (per seed: {', '.join(map(str, best_epochs))})"
+                ),
+                "value": mean,
+                "ci_low": low,
+                "ci_high": high,
+                "n_seeds": len(changes),
+                "verdict": verdict + ("" if resolvable else " (1 seed: no interval)"),
+                "note": "validation loss rose by " + ", ".join(f"{r:.3f}" for r in rises) + " (per seed)",
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["finding", "statement", "measure", "value", "ci_low", "ci_high", "n_seeds", "verdict", "note"]
+    )
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return ""
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return f"{float(value):.{digits}f}"
+
+
+def _interval(mean, low, high, digits: int = 2) -> str:
+    if not np.isfinite(mean):
+        return ""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return _fmt(mean, digits)
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A pipe table of the frame's cells as text (numbers with 2 decimals)."""
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |" for row in frame.values]
+    return "\n".join([header, rule, *body])
+
+
+def render_table1(stats: pd.DataFrame, source: str) -> str:
+    shown = stats.rename(
+        columns={
+            "mentions": "mentions (B- tags)",
+            "words": "words labelled C_i",
+            "only_this_class": "words only C_i",
+            "also_other_class": "also another class",
+        }
+    ).astype(object)
+    for col in shown.columns[1:]:
+        shown[col] = ["" if pd.isna(v) else str(int(v)) for v in shown[col]]
+    return (
+        f"## Table 1: class statistics of the training notes ({source})\n\n"
+        "`words only C_i` counts the words labelled only as C_i (at least once B-C_i, never another "
+        "tag): the candidate set of d-exposure, |C_i| less the inserted word. The last row counts the "
+        "words labelled under more than one class (O aside).\n\n" + markdown_table(shown) + "\n"
+    )
+
+
+def render_table2(occurrences: pd.DataFrame) -> str:
+    return (
+        "## Table 2: occurrences of the ambiguous entities per class (training notes)\n\n"
+        "`inserted as`: the class whose d-exposure the word measures (the inserted phrase labels it "
+        "so).\n\n" + markdown_table(occurrences.astype(object)) + "\n"
+    )
+
+
+def render_table3(tidy: pd.DataFrame, phrase: str) -> str:
+    epochs = sorted(tidy["epoch"].unique())
+    lines = [
+        "## Table 3: d-exposure per class, repetitions x epochs",
+        "",
+        f"Inserted phrase: `{phrase}` (the slot word labelled as the class). Cells: the mean over "
+        "model seeds [95% t-interval]; `max` is log2 |C_i|; F1: seqeval entity-level micro F1 of the "
+        "tagger on the held-out notes at the last epoch (mean [interval]).",
+        "",
+    ]
+    header = ["class", "repetitions", *[f"epoch {e}" for e in epochs], "max", "F1"]
+    rows = []
+    for (cls, reps), part in tidy.groupby(["class", "repetitions"], sort=False):
+        part = part.set_index("epoch")
+        cells = [
+            _interval(*part.loc[e, ["d_exposure", "ci_low", "ci_high"]]) if e in part.index else "" for e in epochs
+        ]
+        last = part.loc[max(part.index)]
+        rows.append(
+            [
+                cls,
+                str(reps),
+                *cells,
+                _fmt(last["max_d_exposure"]),
+                _interval(*last[["f1", "f1_ci_low", "f1_ci_high"]], 3),
+            ]
+        )
+    lines.append(markdown_table(pd.DataFrame(rows, columns=header)))
+    return "\n".join(lines) + "\n"
+
+
+def render_findings(checks: pd.DataFrame) -> str:
+    lines = ["## Findings of Helali et al. (TSD 2020), checked over model seeds", ""]
+    for row in checks.itertuples():
+        lines.append(
+            f"- **{row.statement}**: {row.verdict}. {row.measure}: "
+            f"{_interval(row.value, row.ci_low, row.ci_high, 3)} over {row.n_seeds} seed(s)"
+            + (f"; {row.note}" if row.note else "")
+            + "."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _save(fig, path: str | os.PathLike, dpi: int) -> None:
+    suffix = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=suffix, dpi=dpi)
+
+
+def plot_figure1(tidy: pd.DataFrame, paths: Sequence[str | os.PathLike], dpi: int = 150) -> None:
+    """Figure 1: d-exposure at the last checkpoint against repetitions (evenly spaced), one line
+    per class and the model's mean (black), with the seed intervals as bands and each class's
+    maximum log2 |C_i| dotted; each path (format from its suffix) written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    last = tidy[tidy["epoch"] == tidy["epoch"].max()]
+    reps = sorted(last["repetitions"].unique())
+    x = {r: i for i, r in enumerate(reps)}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for cls, part in last.groupby("class", sort=False):
+        part = part.sort_values("repetitions")
+        xs = [x[r] for r in part["repetitions"]]
+        style = {"color": "black", "lw": 2.2} if cls == "mean" else {"lw": 1.2}
+        (line,) = ax.plot(xs, part["d_exposure"], marker="o", ms=4, label=cls, **style)
+        ax.fill_between(xs, part["ci_low"], part["ci_high"], color=line.get_color(), alpha=0.15, lw=0)
+        if cls != "mean":  # the class's largest possible value, log2 |C_i|
+            ax.axhline(float(part["max_d_exposure"].iloc[0]), color=line.get_color(), ls=":", lw=0.9)
+    ax.set_xticks(range(len(reps)), [str(r) for r in reps])
+    ax.set_xlabel("repetitions of the inserted phrase")
+    ax.set_ylabel("d-exposure (bits)")
+    ax.set_title(f"Figure 1: d-exposure vs repetitions (epoch {int(last['epoch'].max())})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    for path in paths:
+        _save(fig, path, dpi)
+    plt.close(fig)
+
+
+def plot_figure2(
+    curve: pd.DataFrame,
+    per_class: pd.DataFrame,
+    paths: Sequence[str | os.PathLike],
+    fraction: float = 0.1,
+    dpi: int = 150,
+) -> None:
+    """Figure 2, the overfitting experiment (`fraction` of the training notes): left, d-exposure
+    against epochs (the model's mean with its seed band, each class thin); right, training and
+    validation loss against epochs, the epoch of least mean validation loss dashed in both."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    over = per_class[per_class["setting"] == "overfit"]
+    for cls, part in over.groupby("class", sort=False):
+        mean = part.groupby("epoch")["d_exposure"].mean()
+        left.plot(mean.index, mean.to_numpy(), lw=0.9, alpha=0.8, label=cls)
+    left.plot(curve["epoch"], curve["d_exposure"], color="black", lw=2.2, label="mean")
+    left.fill_between(
+        curve["epoch"], curve["d_exposure_ci_low"], curve["d_exposure_ci_high"], color="black", alpha=0.12
+    )
+    for col, label in (("train_loss", "training loss"), ("valid_loss", "validation loss")):
+        (line,) = right.plot(curve["epoch"], curve[col], lw=1.6, label=label)
+        right.fill_between(
+            curve["epoch"], curve[f"{col}_ci_low"], curve[f"{col}_ci_high"], color=line.get_color(), alpha=0.15
+        )
+    if len(curve):
+        best = int(curve.loc[curve["valid_loss"].idxmin(), "epoch"])
+        for ax in (left, right):
+            ax.axvline(best, color="grey", ls="--", lw=0.9)
+    left.set_ylabel("d-exposure (bits)")
+    right.set_ylabel("loss (cross-entropy per word)")
+    for ax in (left, right):
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Figure 2: overfitting ({fraction:.0%} of the training notes, no dropout, no learning-rate decay)")
+    fig.tight_layout()
+    for path in paths:
+        _save(fig, path, dpi)
+    plt.close(fig)
+
+
+def entity_labels(chosen: pd.DataFrame, name: bool) -> dict[str, str]:
+    """How the tables name each class's inserted word: the word itself (generated notes) or,
+    for real notes, "<class> entity" (a real note's entity is PHI and is not printed)."""
+    return {row["class"]: (row["word"] if name else f"{row['class']} entity") for _, row in chosen.iterrows()}

@@ -1,0 +1,261 @@
+"""Empirical lower bounds on the epsilon of differential privacy from a membership decision:
+pure functions on counts and arrays.
+
+Every test that tells a training set D from a neighbour D' through an (eps, delta)-DP
+mechanism has TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta (Kairouz, Oh
+and Viswanath, "The composition theorem for differential privacy", ICML 2015, Theorem 2.1);
+an attack's counts, turned into confidence limits on its rates, therefore refute every eps
+below a bound (Jagielski, Ullman and Oprea, "Auditing differentially private machine learning:
+How private is private SGD?", NeurIPS 2020, Algorithm 2; Nasr, Song, Thakurta, Papernot and
+Carlini, "Adversary instantiation: Lower bounds for differentially private machine
+learning", IEEE S&P 2021). `one_run_audit` is the one-training-run audit of Steinke, Nasr and
+Jagielski (NeurIPS 2023).
+
+Scores are member scores, higher meaning "member"; a unit is called a member when its score
+is strictly above the threshold (as in `mlmia.metrics.classification`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special, stats
+
+from mlmia.core.errors import UserError
+
+SIDES = ("one", "two")
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0 < confidence < 1:
+        raise UserError(f"confidence must lie in (0, 1), got {confidence!r}")
+
+
+def clopper_pearson(
+    successes: int | np.ndarray, trials: int | np.ndarray, confidence: float = 0.95, sided: str = "two"
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+    """Exact binomial confidence limits for a success probability, Clopper and Pearson, "The
+    use of confidence or fiducial limits illustrated in the case of the binomial",
+    Biometrika 26, 1934: the limits are Beta quantiles,
+    low(a) = Beta^-1(a; k, n - k + 1) (0 when k = 0) and
+    high(a) = Beta^-1(1 - a; k + 1, n - k) (1 when k = n), for k successes in n trials.
+
+    `sided="two"`: a = (1 - confidence) / 2 on each side, so that [low, high] covers the
+    probability with probability at least `confidence` (scipy.stats.binomtest's "exact"
+    interval). `sided="one"`: a = 1 - confidence on each side, so that low alone is a
+    one-sided lower limit at level `confidence` (P(p < low) <= 1 - confidence) and high alone
+    a one-sided upper limit at that level; the pair is then only a (2 confidence - 1) interval.
+    Arrays (broadcast) give arrays, scalars floats.
+    """
+    _check_confidence(confidence)
+    if sided not in SIDES:
+        raise UserError(f"sided must be one of {', '.join(SIDES)}, got {sided!r}")
+    k = np.asarray(successes)
+    n = np.asarray(trials)
+    if not (np.issubdtype(k.dtype, np.integer) and np.issubdtype(n.dtype, np.integer)):
+        raise UserError("clopper_pearson needs integer counts")
+    if np.any(n < 1) or np.any(k < 0) or np.any(k > n):
+        raise UserError("clopper_pearson needs 0 <= successes <= trials and trials >= 1")
+    tail = (1.0 - confidence) / 2.0 if sided == "two" else 1.0 - confidence
+    k, n = np.broadcast_arrays(k.astype(float), n.astype(float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(k > 0, stats.beta.ppf(tail, np.maximum(k, 1.0), n - k + 1.0), 0.0)
+        high = np.where(k < n, stats.beta.ppf(1.0 - tail, k + 1.0, np.maximum(n - k, 1.0)), 1.0)
+    if low.ndim == 0:
+        return float(low), float(high)
+    return low, high
+
+
+def _epsilon_from_counts(
+    tp: np.ndarray, positives: np.ndarray, fp: np.ndarray, negatives: np.ndarray, delta: float, confidence: float
+) -> np.ndarray:
+    """`epsilon_lower_bound`, vectorised over arrays of counts."""
+    level = 1.0 - (1.0 - confidence) / 2.0  # each of the two one-sided limits (Bonferroni)
+    tpr_low, _ = clopper_pearson(tp, positives, level, sided="one")
+    _, fpr_high = clopper_pearson(fp, negatives, level, sided="one")
+    tpr_low, fpr_high = np.asarray(tpr_low), np.asarray(fpr_high)
+    best = np.zeros(np.broadcast(tpr_low, fpr_high).shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for numerator, denominator in ((tpr_low - delta, fpr_high), (1.0 - fpr_high - delta, 1.0 - tpr_low)):
+            usable = (numerator > 0) & (denominator > 0)
+            form = np.where(usable, np.log(np.where(usable, numerator / denominator, 1.0)), 0.0)
+            best = np.maximum(best, form)
+    return best
+
+
+def _check_delta(delta: float) -> None:
+    if not 0 <= delta < 1:
+        raise UserError(f"delta must lie in [0, 1), got {delta!r}")
+
+
+def epsilon_lower_bound(tp: int, fn: int, fp: int, tn: int, delta: float, confidence: float = 0.95) -> float:
+    """A lower bound on eps, valid with probability at least `confidence`, from the confusion
+    counts of one membership test: eps_lb = max(log((TPR_low - delta) / FPR_high),
+    log((1 - FPR_high - delta) / (1 - TPR_low)), 0).
+
+    An (eps, delta)-DP mechanism makes every test satisfy TPR <= e^eps FPR + delta and
+    1 - FPR <= e^eps (1 - TPR) + delta (Kairouz, Oh and Viswanath, ICML 2015, Theorem 2.1;
+    the two forms are the test and its complement). Both forms are kept valid with a LOWER
+    limit on the true-positive rate and an UPPER limit on the false-positive rate:
+    TPR_low is the one-sided Clopper-Pearson lower limit of tp out of tp + fn members and
+    FPR_high the one-sided upper limit of fp out of fp + tn non-members (`clopper_pearson`,
+    sided="one"), each at level 1 - (1 - confidence) / 2, so that both hold at once with
+    probability at least `confidence` (Bonferroni; no independence of the two samples is
+    assumed), and then both forms are below the true eps. (The second form needs the same
+    two limits: its numerator 1 - FPR is bounded below by 1 - FPR_high, its denominator
+    1 - TPR above by 1 - TPR_low.) This is the bound of Jagielski et al., NeurIPS 2020,
+    Algorithm 2, and Nasr et al., IEEE S&P 2021, with delta kept.
+
+    Guards: a form whose numerator is <= 0 (delta at least as large as the rate) refutes
+    nothing and is dropped; the denominators never vanish, since with at least one trial
+    FPR_high > 0 and TPR_low < 1; the result is never below 0. An attack that calls members
+    less often than non-members gets 0: negate its scores. The counts must come from
+    independent trials of the test (for instance one trained model per trial), the
+    assumption under which the Clopper-Pearson limits are exact.
+    """
+    counts = np.array([tp, fn, fp, tn])
+    if not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
+        raise UserError(f"tp, fn, fp, tn must be counts >= 0, got {tp!r}, {fn!r}, {fp!r}, {tn!r}")
+    if tp + fn < 1 or fp + tn < 1:
+        raise UserError("epsilon_lower_bound needs at least one member (tp + fn) and one non-member (fp + tn)")
+    _check_delta(delta)
+    _check_confidence(confidence)
+    return float(
+        _epsilon_from_counts(np.int64(tp), np.int64(tp + fn), np.int64(fp), np.int64(fp + tn), delta, confidence)
+    )
+
+
+def threshold_then_bound(
+    member_scores: np.ndarray,
+    nonmember_scores: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """`epsilon_lower_bound` at a threshold chosen on data the bound does not use; returns
+    (eps_lb, threshold).
+
+    Members and non-members are each shuffled (numpy generator seeded with `seed`) and split
+    in halves: the first floor(n / 2) of each for choosing, the rest for bounding. On the
+    choosing half, every distinct score t is tried as a threshold ("member" when
+    score > t) and the one with the largest `epsilon_lower_bound` (same delta and
+    confidence) is kept, the smallest such t on ties. The bound is then computed from the
+    bounding half's counts at that threshold alone. Because the threshold depends only on the
+    choosing half, it is fixed for the bounding half, and the bound keeps its confidence;
+    maximising over thresholds on the same data would not (a multiple-comparison bias, the
+    reason Jagielski et al., NeurIPS 2020, and Nasr et al., IEEE S&P 2021, choose the
+    threshold on separate trials).
+    """
+    members = np.asarray(member_scores, dtype=float).ravel()
+    nonmembers = np.asarray(nonmember_scores, dtype=float).ravel()
+    if len(members) < 2 or len(nonmembers) < 2:
+        raise UserError("threshold_then_bound needs at least 2 members and 2 non-members (one per half)")
+    if not (np.all(np.isfinite(members)) and np.all(np.isfinite(nonmembers))):
+        raise UserError("threshold_then_bound needs finite scores")
+    _check_delta(delta)
+    _check_confidence(confidence)
+    rng = np.random.default_rng(seed)
+    members, nonmembers = rng.permutation(members), rng.permutation(nonmembers)
+    choose_m, bound_m = np.sort(members[: len(members) // 2]), members[len(members) // 2 :]
+    choose_n, bound_n = np.sort(nonmembers[: len(nonmembers) // 2]), nonmembers[len(nonmembers) // 2 :]
+    candidates = np.unique(np.concatenate([choose_m, choose_n]))
+    tp = len(choose_m) - np.searchsorted(choose_m, candidates, side="right")
+    fp = len(choose_n) - np.searchsorted(choose_n, candidates, side="right")
+    values = _epsilon_from_counts(tp, np.int64(len(choose_m)), fp, np.int64(len(choose_n)), delta, confidence)
+    threshold = float(candidates[int(np.argmax(values))])
+    tp_b, fp_b = int(np.sum(bound_m > threshold)), int(np.sum(bound_n > threshold))
+    eps = epsilon_lower_bound(tp_b, len(bound_m) - tp_b, fp_b, len(bound_n) - fp_b, delta, confidence)
+    return eps, threshold
+
+
+def one_run_p_value(m: int, r: int, v: int, eps: float, delta: float = 0.0) -> float:
+    """The p-value of v or more correct guesses out of r, among m canaries, under (eps, delta)-DP:
+    Steinke, Nasr and Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS 2023.
+
+    With q = e^eps / (1 + e^eps) and W ~ Binomial(r, q),
+    p = min(1, P(W >= v) + 2 m delta max_{i=1..v} P(v - i <= W < v) / i):
+    for delta = 0 the binomial tail of their Theorem 3.1 (pure eps-DP: the number of correct
+    guesses is stochastically dominated by Binomial(r, q)), for delta > 0 their approximate-DP
+    bound (Section 5, Corollary 5.4 in arXiv:2305.08846), as computed by their Appendix D
+    algorithm. Binomial terms are exact (scipy.stats.binom).
+    """
+    if not (0 <= v <= r <= m):
+        raise UserError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    if not (math.isfinite(eps) and eps >= 0):
+        raise UserError(f"eps must be a finite number >= 0, got {eps!r}")
+    _check_delta(delta)
+    q = float(special.expit(eps))
+    tail = float(stats.binom.sf(v - 1, r, q))
+    if delta == 0 or v == 0:
+        return min(tail, 1.0)
+    below = np.cumsum(stats.binom.pmf(np.arange(v - 1, -1, -1), r, q))  # P(v - i <= W < v), i = 1..v
+    alpha = float(np.max(below / np.arange(1, v + 1)))
+    return min(tail + 2.0 * m * delta * alpha, 1.0)
+
+
+def one_run_epsilon(m: int, r: int, v: int, delta: float = 0.0, beta: float = 0.05) -> float:
+    """The largest eps found refuted at level `beta` by v correct guesses out of r among m
+    canaries (Steinke et al., NeurIPS 2023, Appendix D's bisection on `one_run_p_value`): a
+    lower bound on the mechanism's eps with confidence 1 - beta.
+
+    Returned: an eps_lb with one_run_p_value(eps_lb) < beta (0 when even eps = 0 is not
+    refuted), found by doubling an upper bracket and bisecting to 1e-9. Any eps' with
+    p(eps') < beta is a valid bound, monotone p or not: an (eps, delta)-DP mechanism is also
+    (eps', delta)-DP for every eps' >= eps, so P(V >= v) <= min over eps' >= eps of p(eps', v)
+    for every v, and the test "some eps' >= eps has p(eps', V) < beta" has level beta.
+    """
+    if not 0 < beta < 1:
+        raise UserError(f"beta must lie in (0, 1), got {beta!r}")
+    if one_run_p_value(m, r, v, 0.0, delta) >= beta:
+        return 0.0
+    low, high = 0.0, 1.0
+    while one_run_p_value(m, r, v, high, delta) < beta:
+        low, high = high, 2.0 * high
+    while high - low > 1e-9:
+        middle = (low + high) / 2.0
+        if one_run_p_value(m, r, v, middle, delta) < beta:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def one_run_audit(
+    scores: np.ndarray,
+    included: np.ndarray,
+    k_plus: int,
+    k_minus: int,
+    delta: float = 0.0,
+    beta: float = 0.05,
+) -> float:
+    """A lower bound on eps from one training run, Steinke, Nasr and Jagielski, "Privacy
+    Auditing with One (1) Training Run", NeurIPS 2023 (Theorem 3.1 for delta = 0, the
+    approximate-DP bound of their Section 5 otherwise; see `one_run_p_value`).
+
+    m canaries were each included in training independently with probability 1/2
+    (`included`, the true bits); `scores` are the auditor's scores from the trained model,
+    higher meaning "in". The auditor guesses "in" for the `k_plus` highest scores, "out" for
+    the `k_minus` lowest, and abstains on the rest (ties broken by position, which does not
+    depend on the inclusion bits). With r = k_plus + k_minus guesses and v of them correct,
+    returns `one_run_epsilon(m, r, v, delta, beta)`: with probability at least 1 - beta it is
+    below the true eps. k_plus and k_minus must be fixed before seeing the results; trying
+    several and keeping the best spends the confidence.
+    """
+    s = np.asarray(scores, dtype=float).ravel()
+    bits = np.asarray(included).ravel()
+    m = len(s)
+    if m == 0 or len(bits) != m:
+        raise UserError(f"scores and included must be non-empty and of the same length, got {m} and {len(bits)}")
+    if not np.all(np.isfinite(s)):
+        raise UserError("one_run_audit needs finite scores")
+    if not np.all((bits == 0) | (bits == 1)):
+        raise UserError("included must hold 0/1 (or boolean) inclusion bits")
+    if k_plus < 0 or k_minus < 0 or k_plus + k_minus > m:
+        raise UserError(f"need k_plus, k_minus >= 0 and k_plus + k_minus <= m = {m}, got {k_plus} and {k_minus}")
+    bits = bits.astype(bool)
+    order = np.argsort(-s, kind="stable")  # highest first, ties by position
+    guessed_in = order[:k_plus]
+    guessed_out = order[m - k_minus :] if k_minus else order[:0]
+    correct = int(np.sum(bits[guessed_in])) + int(np.sum(~bits[guessed_out]))
+    return one_run_epsilon(m, k_plus + k_minus, correct, delta, beta)

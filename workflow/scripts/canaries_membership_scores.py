@@ -1,0 +1,40 @@
+from pathlib import Path
+
+import pandas as pd
+
+from mlmia.core.io import write_parquet
+from mlmia.core.runner import run_step
+from mlmia.models.loading import load_mlm
+from mlmia.scoring.energy import score_samples
+
+
+def main(snakemake):
+    inputs, params = snakemake.input, snakemake.params
+    canaries = pd.read_parquet(inputs.canaries)
+    samples = canaries[["canary_id", "text"]].rename(columns={"canary_id": "sample_id"})
+    models = {
+        "target": (Path(inputs.target) / f"epoch_{params.epoch}", None),
+        "reference": (params.reference, params.reference_tokenizer),
+    }
+    frames = []
+    for role, (where, tokenizer_path) in models.items():
+        model, tokenizer = load_mlm(where, params.device, tokenizer=tokenizer_path)
+        scores = score_samples(
+            model,
+            tokenizer,
+            samples,
+            energy=params.energy,
+            k=params.k,
+            seed=params.seed,
+            reduction=params.reduction,
+            batch_size=params.batch_size,
+            model_name=role,
+            num_threads=snakemake.threads,
+            mask_count=params.mask_count,
+            precision=params.precision,
+        )
+        frames.append(scores.assign(role=role))
+    write_parquet(pd.concat(frames, ignore_index=True), snakemake.output[0])
+
+
+run_step(snakemake, main)
