@@ -1,5 +1,7 @@
 """The paper's qualitative findings on the embedded default world (the full default run).
 
+The checks of attacks against the blind baseline (`kind: baseline`) are reported, not asserted.
+
 Slow (the whole default run, about as long as `make run`): marked `slow`; `make test`
 runs it. It checks the workflow's findings table and recomputes the headline comparisons
 from the attack tables with scikit-learn, independently of the metrics code.
@@ -35,6 +37,9 @@ HEADLINE = [  # (finding, experiment): each must separate (paired 95% interval a
 
 def test_every_finding_holds_and_the_headline_ones_separate(default_run):
     checks = pd.read_csv(default_run / "results/default/findings.csv")
+    # the attacks against blind are flags the report prints, not claims this world must reproduce
+    assert set(checks.kind) == {"finding", "baseline"}
+    checks = checks[checks.kind == "finding"]
     failed = checks[~checks.holds]
     assert failed.empty, (
         "findings that do not hold:\n" + failed[["claim", "compare", "value", "against", "against_value"]].to_string()

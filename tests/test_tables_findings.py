@@ -121,6 +121,29 @@ def test_findings_compare_on_the_same_replicates():
     assert "| 0.020 [0.020, 0.020] | yes | separated |" in text
 
 
+def test_an_attack_below_the_blind_baseline_is_flagged_not_failed():
+    # a finding that holds, and two baseline checks: one attack above blind, one below it
+    metrics = {"e1": metrics_frame(
+        [("auc", "a", None, NAN, NAN, 0.70, 0.68, 0.72), ("auc", "b", None, NAN, NAN, 0.68, 0.66, 0.70),
+         ("auc", "blind", None, NAN, NAN, 0.69, 0.66, 0.72)], [])}  # fmt: skip
+    baseline = {"kind": "baseline", "claim": "above blind"}
+    checks = check_findings(
+        [check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "b"}),
+         {**check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "blind"}), **baseline, "finding": "a_blind"},
+         {**check({"metric": "auc", "attack": "b"}, {"metric": "auc", "attack": "blind"}), **baseline, "finding": "b_blind"}],
+        metrics,
+    )  # fmt: skip
+    assert checks.kind.tolist() == ["finding", "baseline", "baseline"]
+    assert checks.holds.tolist() == [True, True, False]
+    text = render_findings(checks, "w")
+    # the summary counts the one finding; the attack below blind is flagged in its own section
+    assert "1 of 1 checks hold by the point estimate" in text
+    assert "Against the blind baseline: 1 of 2 attack checks above it, 0 separated; 1 flagged." in text
+    assert "### above blind: FLAG: not above it in 1 of 1" in text
+    assert "does NOT hold" not in text
+    assert text.index("## Findings") < text.index("## Attacks against the blind baseline")
+
+
 def test_findings_refuse_a_cell_without_metrics():
     with pytest.raises(UserError, match="0 metrics match recall/likelihood_ratio/population"):
         check_findings([check({"metric": "recall", "attack": "likelihood_ratio", "threshold": "population"},

@@ -2,6 +2,8 @@
 
 A finding is data: a cell (`compare`) that a paper says is above another (`against`), by
 more than a margin, over the experiments in its scope (`mlmia.study.Study.finding_checks`).
+A check of kind *baseline* (an attack against the blind baseline) is not a claim to
+reproduce: it is reported in its own section and flagged where the attack does not beat it.
 Both cells are computed on the same patient-bootstrap replicates (`mlmia.metrics.bootstrap`),
 so the replicate differences are a paired bootstrap of the difference: a check is
 *separated* when the 95% interval of the difference lies above the margin, *reversed* when it
@@ -19,7 +21,7 @@ from mlmia.report.tables import format_value
 from mlmia.study.study import Cell
 
 FINDING_COLUMNS = [
-    "finding", "claim", "experiment", "metric", "compare", "value", "ci_low", "ci_high", "against", "against_value",
+    "finding", "claim", "kind", "experiment", "metric", "compare", "value", "ci_low", "ci_high", "against", "against_value",
     "against_ci_low", "against_ci_high", "difference", "difference_ci_low", "difference_ci_high", "replicates",
     "margin", "holds", "separated", "verdict",
 ]  # fmt: skip
@@ -78,7 +80,7 @@ def check_findings(checks: list[dict], metrics: dict[str, pd.DataFrame], protoco
         else:
             verdict = "not separated"
         rows.append({
-            "finding": check["finding"], "claim": check["claim"],
+            "finding": check["finding"], "claim": check["claim"], "kind": check.get("kind", "finding"),
             "experiment": check["scope"] or check["compare"]["experiment"],
             "metric": Cell.pinned(check["compare"]).metric, "compare": describe(check["compare"]), "value": float(point_a["value"]),
             "ci_low": float(point_a["ci_low"]), "ci_high": float(point_a["ci_high"]),
@@ -96,11 +98,51 @@ def _number(value: float, metric: str) -> str:
 
 
 def summary_line(checks: pd.DataFrame) -> str:
-    held, separated = int(checks.holds.sum()), int(checks.separated.sum())
-    return (
-        f"{held} of {len(checks)} checks hold by the point estimate; {separated} of {len(checks)} separate "
+    """How many findings hold and separate; baseline checks are counted apart (they are no claim)."""
+    claims = checks[checks["kind"] != "baseline"]
+    held, separated = int(claims.holds.sum()), int(claims.separated.sum())
+    line = (
+        f"{held} of {len(claims)} checks hold by the point estimate; {separated} of {len(claims)} separate "
         "(the paired 95% interval of the difference lies above the margin)."
     )
+    baseline = checks[checks["kind"] == "baseline"]
+    if len(baseline):
+        line += (
+            f" Against the blind baseline: {int(baseline.holds.sum())} of {len(baseline)} attack checks above it, "
+            f"{int(baseline.separated.sum())} separated; {int((~baseline.holds).sum())} flagged."
+        )
+    return line
+
+
+def _section(part: pd.DataFrame) -> list[str]:
+    held, separated = int(part.holds.sum()), int(part.separated.sum())
+    if part["kind"].iloc[0] == "baseline":
+        verdict = "above it" if held == len(part) else f"FLAG: not above it in {len(part) - held} of {len(part)}"
+    else:
+        verdict = (
+            "holds" if held == len(part) else ("does NOT hold" if held == 0 else f"holds in {held} of {len(part)}")
+        )
+    lines = [
+        f"### {part.claim.iloc[0]}: {verdict}; {separated} of {len(part)} separated",
+        "",
+        f"Margin: {_number(part.margin.iloc[0], part.metric.iloc[0])}.",
+        "",
+        "| first | value | second | value | difference [paired 95% interval] | holds | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for _, r in part.iterrows():
+        m = r.metric
+        interval = (
+            ""
+            if np.isnan(r.difference_ci_low)
+            else f" [{_number(r.difference_ci_low, m)}, {_number(r.difference_ci_high, m)}]"
+        )
+        lines.append(
+            f"| {r['compare']} | {_number(r.value, m)} [{_number(r.ci_low, m)}, {_number(r.ci_high, m)}] | {r.against} | "
+            f"{_number(r.against_value, m)} [{_number(r.against_ci_low, m)}, {_number(r.against_ci_high, m)}] | "
+            f"{_number(r.difference, m)}{interval} | {'yes' if r.holds else 'NO'} | {r.verdict} |"
+        )
+    return [*lines, ""]
 
 
 def render_findings(checks: pd.DataFrame, world: str) -> str:
@@ -116,31 +158,20 @@ def render_findings(checks: pd.DataFrame, world: str) -> str:
         summary_line(checks),
         "",
     ]
-    for _, part in checks.groupby("finding", sort=False):
-        held, separated = int(part.holds.sum()), int(part.separated.sum())
-        verdict = (
-            "holds" if held == len(part) else ("does NOT hold" if held == 0 else f"holds in {held} of {len(part)}")
-        )
-        margin = part.margin.iloc[0]
+    baseline = checks["kind"] == "baseline"
+    if (~baseline).any():
+        lines += ["## Findings", ""]
+        for _, part in checks[~baseline].groupby("finding", sort=False):
+            lines += _section(part)
+    if baseline.any():
         lines += [
-            f"## {part.claim.iloc[0]}: {verdict}; {separated} of {len(part)} separated",
+            "## Attacks against the blind baseline",
             "",
-            f"Margin: {_number(margin, part.metric.iloc[0])}.",
+            "Not claims: blind (a bag-of-words classifier that never sees the model) measures how much the member",
+            "and non-member texts differ by their words alone. An attack that does not beat it is flagged: its AUC",
+            "may be explained by that shift rather than by what the model learnt.",
             "",
-            "| first | value | second | value | difference [paired 95% interval] | holds | verdict |",
-            "|---|---|---|---|---|---|---|",
         ]
-        for _, r in part.iterrows():
-            m = r.metric
-            interval = (
-                ""
-                if np.isnan(r.difference_ci_low)
-                else f" [{_number(r.difference_ci_low, m)}, {_number(r.difference_ci_high, m)}]"
-            )
-            lines.append(
-                f"| {r['compare']} | {_number(r.value, m)} [{_number(r.ci_low, m)}, {_number(r.ci_high, m)}] | {r.against} | "
-                f"{_number(r.against_value, m)} [{_number(r.against_ci_low, m)}, {_number(r.against_ci_high, m)}] | "
-                f"{_number(r.difference, m)}{interval} | {'yes' if r.holds else 'NO'} | {r.verdict} |"
-            )
-        lines.append("")
+        for _, part in checks[baseline].groupby("finding", sort=False):
+            lines += _section(part)
     return "\n".join(lines)

@@ -628,7 +628,8 @@ class Study:
                         raise UserError(f"{self.spec_name}: finding {finding['id']!r} {side} names no experiment")
                     sides[side] = cell
                 checks.append({
-                    "finding": finding["id"], "claim": finding["claim"], "scope": name, "group": finding_group,
+                    "finding": finding["id"], "claim": finding["claim"], "kind": finding.get("kind", "finding"),
+                    "scope": name, "group": finding_group,
                     "margin": float(finding.get("margin", 0.0)), "allow_equal": bool(finding.get("allow_equal", False)),
                     **sides,
                 })  # fmt: skip
