@@ -56,6 +56,11 @@ if "corpus" in config:
     include: "rules/corpus.smk"
     include: "rules/shadow.smk"
     include: "rules/canaries.smk"
+
+
+# d-exposure tags the embedded world's notes, or the i2b2 2014 XML a config names.
+if "corpus" in config or config["dexposure"]["i2b2_xml"]:
+
     include: "rules/dexposure.smk"
 
 

@@ -105,6 +105,29 @@ def test_raw_overlay_imports_notes_first(paper_copy):
     counts = collections.Counter(rule for rule, _ in jobs)
     assert counts["import_mimic_notes"] == 1 and counts["import_i2b2_notes"] == 1
     assert counts["prepare_dataset"] == 2
+    # d-exposure on the same XML: its PHI tags label the notes, the tagger's tokenizer is
+    # trained on them; one tagger per seed and repetition count, and the overfitting run
+    jobs = planned_jobs(paper_copy, "dexposure", "--configfile", "config/paper.yaml", "config/paper_raw.yaml")
+    counts = collections.Counter(rule for rule, _ in jobs)
+    defaults = yaml.safe_load((REPO / "config/schema/config.schema.yaml").read_text())["properties"]["dexposure"]
+    seeds = defaults["properties"]["seeds"]["default"]
+    repetitions = defaults["properties"]["repetitions"]["default"]
+    assert counts["dexposure_notes"] == counts["dexposure_tokenizer"] == counts["dexposure_report"] == 1
+    assert counts["dexposure_train"] == seeds * (len(repetitions) + 1)
+    assert not {"build_corpora", "train_tokenizer", "train_model"} & set(counts)
+
+
+def test_dexposure_on_xml_alone_refuses_the_world_tokenizer(paper_copy, tmp_path):
+    config = tmp_path / "xml_world_tokenizer.yaml"
+    config.write_text((REPO / "config" / "paper.yaml").read_text())
+    edit_yaml(config, dexposure={"i2b2_xml": ["data/paper/raw/i2b2-2014"]})
+    result = run_snakemake(paper_copy, "-n", "dexposure", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("mlmia: error:")]
+    assert errors == [
+        "mlmia: error: config key dexposure.tokenizer: 'world' needs the embedded world (a corpus: section); "
+        "with dexposure.i2b2_xml alone, set it to 'notes'"
+    ]
 
 
 def test_a_missing_checkpoint_is_named(paper_copy, tmp_path):

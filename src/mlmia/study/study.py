@@ -113,6 +113,12 @@ class Study:
         for path in config_files:
             load_yaml(path)
         validate(config, schema_dir / "config.schema.yaml")
+        dexposure = config.get("dexposure") or {}
+        if "corpus" not in config and dexposure.get("i2b2_xml") and dexposure.get("tokenizer") == "world":
+            raise UserError(
+                "config key dexposure.tokenizer: 'world' needs the embedded world (a corpus: section); "
+                "with dexposure.i2b2_xml alone, set it to 'notes'"
+            )
         for key in ("tables_spec", "paper_values"):
             if config.get(key):
                 config[key] = _found(config[key], workflow_dir)
