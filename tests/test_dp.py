@@ -299,7 +299,8 @@ def test_snakemake_dp_on_the_ci_config(tmp_path):
     assert (private["epsilon_lb"] <= private["accountant_epsilon"]).all()
     assert (summary["pseudo_perplexity"] > 1).all() and (summary["mlm_loss"] > 0).all()
     by_attack = pd.read_csv(run / "dp" / "bounds_by_attack.csv")
-    assert len(by_attack) == 4 * 7  # every attack of the zoo's default rows against every target
+    assert len(by_attack) == 4 * 12  # every attack of the zoo against every target
+    assert {"lira_online", "rmia", "neighbourhood", "pll_word_l2r", "blind"} <= set(by_attack["attack"])
     for name in ("dp/bounds.md", "dp/privacy_utility.png", "dp/privacy_utility.pdf", "tables/table_dp.md",
                  "findings_dp.md"):  # fmt: skip
         assert (run / name).stat().st_size > 0, name
