@@ -3,6 +3,7 @@
 # target's training text; their exposure per checkpoint, and the canaries' sentences as a
 # membership test (mlmia.memorization.canaries; settings: config key canaries).
 from mlmia.memorization.canaries import membership_settings
+from mlmia.study.study import ONE_RUN_CORPUS
 
 CANARIES = config["canaries"]
 CANARY_EPOCHS = sorted(set(CANARIES["epochs"]))
@@ -179,3 +180,24 @@ rule canaries:
         rules.canary_exposure.output,
         rules.canary_membership.output,
         rules.canary_report.output,
+
+
+rule one_run_canaries:
+    input:
+        text=CORPUS_TABLES["target"],
+        tokenizer=result("models/tokenizer"),
+    output:
+        canaries=result("canaries/one_run.parquet"),
+        text=STUDY.corpus_table(ONE_RUN_CORPUS),
+    log:
+        result("logs/canaries/one_run.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        template=lambda wildcards: CANARIES["template"],
+        digits=CANARIES["digits"],
+        canaries=config.get("dp_audit", {}).get("canaries", {}).get("count", 0),
+        seed=config.get("dp_audit", {}).get("canaries", {}).get("seed", 0),
+        code=module_digest("mlmia.memorization.canaries", "mlmia.models.tokenizer"),
+    script:
+        "../workflow/scripts/one_run_canaries.py"

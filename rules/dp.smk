@@ -51,3 +51,31 @@ rule dp_figure:
         code=module_digest("mlmia.defences.figure", "mlmia.report.figures"),
     script:
         "../workflow/scripts/dp_figure.py"
+
+
+if STUDY.one_run_targets():
+
+    rule dp_one_run:
+        input:
+            canaries=result("canaries/one_run.parquet"),
+            models=[model_input_of(target) for target in STUDY.one_run_targets()],
+        output:
+            csv=DP_OUTPUTS["one_run_csv"],
+            markdown=DP_OUTPUTS["one_run_md"],
+        log:
+            result("logs/dp/one_run.log"),
+        benchmark:
+            result("benchmarks/dp/one_run.tsv")
+        conda:
+            "../envs/mlmia.yaml"
+        threads: config["scoring"]["threads"]
+        params:
+            targets={t: STUDY.model_dir(t) for t in STUDY.one_run_targets()},
+            template=lambda wildcards: config["canaries"]["template"],
+            digits=config["canaries"]["digits"],
+            guess_share=config["dp_audit"]["canaries"]["guess_share"],
+            confidence=config["dp_audit"]["confidence"],
+            device=config["scoring"]["device"],
+            code=module_digest("mlmia.defences.audit", "mlmia.memorization.canaries"),
+        script:
+            "../workflow/scripts/dp_one_run.py"

@@ -19,7 +19,9 @@ from mlmia.defences.audit import (
     attack_bounds,
     bounds_markdown,
     check_bounds,
+    one_run_audits,
     one_run_canary_audit,
+    one_run_markdown,
     run_audit,
     utility,
 )
@@ -250,6 +252,25 @@ def test_one_run_canary_audit():
         one_run_canary_audit(rng.normal(size=10), included[:10], guess_share=0)
 
 
+def test_one_run_audits_per_target_and_a_bound_above_the_accountant_fails():
+    rng = np.random.default_rng(1)
+    included = rng.random(1000) < 0.5
+    scores = {"leaky": included + rng.normal(0, 0.01, 1000), "private": rng.normal(size=1000)}
+    infos = {target: {"dp": {"epsilon": 8.0, "delta": 1e-3}} for target in scores}
+    table = one_run_audits(scores, included, infos, guess_share=0.2, confidence=0.95)
+    assert table.target.tolist() == ["leaky", "private"]
+    for row in table.itertuples():
+        expected = one_run_canary_audit(scores[row.target], included, 0.2, delta=1e-3, beta=0.05)
+        assert row.epsilon_lb == pytest.approx(expected["epsilon_lb"]) and row.correct == expected["correct"]
+    # 200 guesses all right vs a coin: a clear bound against next to none (at delta 1e-3)
+    assert table.epsilon_lb.iloc[0] > 1.0 and table.epsilon_lb.iloc[1] < 0.5
+    assert "| leaky | 8.00 (0.001) | 1000 (" in one_run_markdown(table, "MRN {secret} .", 6)
+    # the leaky target with an accountant epsilon of 1: its bound above it fails in one line
+    infos["leaky"]["dp"]["epsilon"] = 1.0
+    with pytest.raises(UserError, match="target 'leaky', attack 'one-run canaries': .* exceeds the accountant's eps"):
+        one_run_audits(scores, included, infos, guess_share=0.2)
+
+
 # ------------------------------------------------------------------ the study and the workflow
 
 
@@ -281,7 +302,8 @@ def test_snakemake_dp_plans_the_group_on_the_ci_config(tmp_path):
     jobs = planned_jobs(workdir, "dp", "--configfile", str(config))
     outputs = " ".join(out for _, out in jobs)
     for name in ("dp/bounds.csv", "dp/bounds.md", "dp/bounds_by_attack.csv", "dp/privacy_utility.png",
-                 "tables/table_dp.md", "findings_dp.md", "models/dp_eps1", "models/dp_none"):  # fmt: skip
+                 "tables/table_dp.md", "findings_dp.md", "models/dp_eps1", "models/dp_none", "dp/one_run.md",
+                 "corpus/train_target_canaries.parquet"):  # fmt: skip
         assert f"results/ci/{name}" in outputs, name
     assert not any(rule == "train_model" and "models/base" in out for rule, out in jobs)
 
@@ -301,6 +323,12 @@ def test_snakemake_dp_on_the_ci_config(tmp_path):
     by_attack = pd.read_csv(run / "dp" / "bounds_by_attack.csv")
     assert len(by_attack) == 4 * 12  # every attack of the zoo against every target
     assert {"lira_online", "rmia", "neighbourhood", "pll_word_l2r", "blind"} <= set(by_attack["attack"])
+    # the one-run audit: 40 canaries, the included ones in every DP target's training text once each
+    one_run = pd.read_csv(run / "dp" / "one_run.csv")
+    trained = pd.read_parquet(run / "corpus" / "train_target_canaries.parquet")
+    assert list(one_run["target"]) == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"] and (one_run.canaries == 40).all()
+    assert (one_run.inserted == trained.group_id.str.startswith("one_run_").sum()).all()
+    assert (one_run.epsilon_lb.iloc[1:] <= one_run.accountant_epsilon.iloc[1:]).all()
     for name in ("dp/bounds.md", "dp/privacy_utility.png", "dp/privacy_utility.pdf", "tables/table_dp.md",
                  "findings_dp.md"):  # fmt: skip
         assert (run / name).stat().st_size > 0, name

@@ -169,6 +169,53 @@ def one_run_canary_audit(
             "beta": beta, "delta": delta}  # fmt: skip
 
 
+ONE_RUN_COLUMNS = ["target", "canaries", "inserted", "guesses", "correct", "epsilon_lb", "beta", "delta",
+                   "accountant_epsilon"]  # fmt: skip
+
+
+def one_run_audits(
+    scores: dict[str, np.ndarray],
+    included: np.ndarray,
+    train_infos: dict[str, dict | None],
+    guess_share: float,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """The one-run audit (`one_run_canary_audit`) of each DP target from its canary scores, at
+    the target's accountant delta and confidence `confidence` per target; one row per target
+    (`ONE_RUN_COLUMNS`). A bound above the accountant's epsilon fails (`check_bounds`)."""
+    rows = []
+    for target, score in scores.items():
+        record = accountant_record(train_infos.get(target), target)
+        found = one_run_canary_audit(score, included, guess_share, delta=record["delta"], beta=1.0 - confidence)
+        rows.append({"target": target, **found, "accountant_epsilon": record["accountant_epsilon"]})
+    table = pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
+    check_bounds(table.assign(attack="one-run canaries"), dict(zip(table["target"], table["accountant_epsilon"])))
+    return table
+
+
+def one_run_markdown(table: pd.DataFrame, template: str, digits: int) -> str:
+    """The one-run audit as Markdown, with a note on what it measures."""
+    header = ["target", "accountant ε (δ)", "canaries (inserted)", "guesses", "correct", "lower bound on ε"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table.itertuples(index=False):
+        eps = row.accountant_epsilon
+        accountant = "no DP" if not math.isfinite(eps) else f"{_format(eps, 2)} ({row.delta:.2g})"
+        cells = [row.target, accountant, f"{row.canaries} ({row.inserted})", row.guesses, row.correct,
+                 _format(row.epsilon_lb)]  # fmt: skip
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    notes = [
+        "",
+        f"One training run per target (Steinke, Nasr and Jagielski, NeurIPS 2023): canaries of the template "
+        f"{template!r} with {digits}-digit secrets, each added to the target's training text once with probability "
+        "1/2. Score: the log-probability of a canary's own secret with all its digits masked. The auditor guesses "
+        "'inserted' for the highest scores and 'not inserted' for as many lowest (guesses), abstaining on the rest; "
+        f"the bound holds with probability {1 - table['beta'].iloc[0]:g} at the accountant's δ."
+        if len(table)
+        else "",
+    ]
+    return "\n".join(lines + notes) + "\n"
+
+
 # ----------------------------------------------------------------------------------- the report
 
 

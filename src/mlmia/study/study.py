@@ -45,6 +45,8 @@ log = get_logger(__name__)
 #: the embedded world's training corpora (`corpus:` of a model); its two scored sample sets:
 #: plain sentences, and the same sentences as Base-b saw them (members carry the name)
 CORPORA = ("target", "target_named", "domain", "general")
+#: the target corpus plus the one-run audit's canaries (mlmia.memorization.canaries.with_included_canaries)
+ONE_RUN_CORPUS = "target_canaries"
 WORLD_SETS = ("clinical", "clinical_named")
 TRAINED_ROLES = ("member", "member_heldin")
 
@@ -119,6 +121,16 @@ class Study:
                 "config key dexposure.tokenizer: 'world' needs the embedded world (a corpus: section); "
                 "with dexposure.i2b2_xml alone, set it to 'notes'"
             )
+        one_run = ((config.get("dp_audit") or {}).get("canaries") or {}).get("count", 0)
+        for name, model in (config.get("models") or {}).items():
+            # without dp_audit the DP targets are left out (their group is); with it, they need canaries
+            if model.get("corpus") == ONE_RUN_CORPUS and (
+                "corpus" not in config or ("dp_audit" in config and one_run < 2)
+            ):
+                raise UserError(
+                    f"config key models.{name}.corpus: {ONE_RUN_CORPUS} needs the embedded world and "
+                    f"dp_audit.canaries.count >= 2 (got {one_run})"
+                )
         for key in ("tables_spec", "paper_values"):
             if config.get(key):
                 config[key] = _found(config[key], workflow_dir)
@@ -694,7 +706,15 @@ class Study:
         """What `snakemake dp` writes beside its tables, figures and findings (mlmia.defences)."""
         names = {"bounds_csv": "bounds.csv", "bounds_md": "bounds.md", "by_attack": "bounds_by_attack.csv",
                  "figure_png": "privacy_utility.png", "figure_pdf": "privacy_utility.pdf"}  # fmt: skip
+        if self.one_run_targets():
+            names |= {"one_run_csv": "one_run.csv", "one_run_md": "one_run.md"}
         return {key: self.path("dp", name) for key, name in names.items()}
+
+    def one_run_targets(self) -> list[str]:
+        """The DP targets trained on the one-run audit's canaries (corpus target_canaries)."""
+        if not self.config.get("dp_audit"):
+            return []
+        return [name for name, spec in self.models.items() if spec.get("corpus") == ONE_RUN_CORPUS and "dp" in spec]
 
     def shadow_outputs(self) -> dict[str, str]:
         """What `snakemake shadow` writes: the paper's Tables 2-6 and Figure 7, and the findings."""
