@@ -142,6 +142,9 @@ def test_an_attack_below_the_blind_baseline_is_flagged_not_failed():
     assert "### above blind: FLAG: not above it in 1 of 1" in text
     assert "does NOT hold" not in text
     assert text.index("## Findings") < text.index("## Attacks against the blind baseline")
+    # a file of baseline checks alone (the zoo's) counts no claims
+    only = render_findings(checks[checks.kind == "baseline"], "w")
+    assert "checks hold" not in only and "## Findings" not in only and "1 flagged" in only
 
 
 def test_findings_refuse_a_cell_without_metrics():

@@ -100,18 +100,20 @@ def _number(value: float, metric: str) -> str:
 def summary_line(checks: pd.DataFrame) -> str:
     """How many findings hold and separate; baseline checks are counted apart (they are no claim)."""
     claims = checks[checks["kind"] != "baseline"]
-    held, separated = int(claims.holds.sum()), int(claims.separated.sum())
-    line = (
-        f"{held} of {len(claims)} checks hold by the point estimate; {separated} of {len(claims)} separate "
-        "(the paired 95% interval of the difference lies above the margin)."
-    )
     baseline = checks[checks["kind"] == "baseline"]
+    parts = []
+    if len(claims) or not len(baseline):
+        held, separated = int(claims.holds.sum()), int(claims.separated.sum())
+        parts.append(
+            f"{held} of {len(claims)} checks hold by the point estimate; {separated} of {len(claims)} separate "
+            "(the paired 95% interval of the difference lies above the margin)."
+        )
     if len(baseline):
-        line += (
-            f" Against the blind baseline: {int(baseline.holds.sum())} of {len(baseline)} attack checks above it, "
+        parts.append(
+            f"Against the blind baseline: {int(baseline.holds.sum())} of {len(baseline)} attack checks above it, "
             f"{int(baseline.separated.sum())} separated; {int((~baseline.holds).sum())} flagged."
         )
-    return line
+    return " ".join(parts)
 
 
 def _section(part: pd.DataFrame) -> list[str]:
