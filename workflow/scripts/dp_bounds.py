@@ -1,18 +1,10 @@
-import json
-from pathlib import Path
-
 import pandas as pd
 
 from mlmia.core.io import write_text
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
-from mlmia.defences.audit import bounds_markdown, run_audit
+from mlmia.defences.audit import bounds_markdown, read_train_info, run_audit
 from mlmia.metrics.protocols import sample_universe
-
-
-def _train_info(model_dir: str) -> dict | None:
-    path = Path(model_dir) / "train_info.json"
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def main(snakemake):
@@ -23,7 +15,7 @@ def main(snakemake):
     universes = {}
     for target, path in zip(targets, inputs.samples):
         universes[target] = sample_universe(pd.read_parquet(path, columns=["role", "source", "group_id"]))
-    infos = {target: _train_info(item["model_dir"]) for target, item in params.plan.items()}
+    infos = {target: read_train_info(item["model_dir"]) for target, item in params.plan.items()}
     settings = {
         **params.settings,
         "bootstrap": params.bootstrap["bootstrap"],

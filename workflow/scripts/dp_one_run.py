@@ -1,13 +1,10 @@
-import json
-from pathlib import Path
-
 import pandas as pd
 import torch
 
 from mlmia.core.io import write_text
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
-from mlmia.defences.audit import one_run_audits, one_run_markdown
+from mlmia.defences.audit import one_run_audits, one_run_markdown, read_train_info
 from mlmia.memorization.canaries import secret_scores
 from mlmia.models.loading import load_mlm
 
@@ -22,8 +19,7 @@ def main(snakemake):
     for target, model_dir in params.targets.items():
         model, tokenizer = load_mlm(model_dir, params.device)
         scores[target] = secret_scores(model, tokenizer, canaries, params.template, params.digits)
-        info = Path(model_dir) / "train_info.json"
-        infos[target] = json.loads(info.read_text()) if info.is_file() else None
+        infos[target] = read_train_info(model_dir)
     table = one_run_audits(scores, canaries["included"].to_numpy(), infos, params.guess_share, params.confidence)
     for row in table.itertuples(index=False):
         log.info("%s: %d of %d guesses correct, eps >= %.3f", row.target, row.correct, row.guesses, row.epsilon_lb)

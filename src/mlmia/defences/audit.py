@@ -34,7 +34,9 @@ with one (1) training run", NeurIPS 2023) on canaries each inserted with probabi
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -290,6 +292,12 @@ def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:
 
 
 # ----------------------------------------------------------------------------------- one run of the audit
+
+
+def read_train_info(model_dir) -> dict | None:
+    """A trained model's train_info.json (`mlmia.models.training`), None where it has none."""
+    path = Path(model_dir) / "train_info.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def accountant_record(info: dict | None, target: str) -> dict:
