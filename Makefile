@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast install lint format clean
+.PHONY: run test test-fast bench install lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not slurm"
+
+# Every speed figure of docs/benchmark_run.md in one run (about 5 min on 2 cores; add
+# BENCH_ARGS=--default-run to also time the default run and a one-table rerun, +15 min).
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python bench/run_benchmarks.py $(BENCH_ARGS)
 
 # The same checks run in `make test` (tests/test_lint.py).
 lint: $(STAMP)

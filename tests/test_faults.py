@@ -22,6 +22,14 @@ def table_files(workdir, suffix):
     return {p.name: p.read_bytes() for p in sorted((workdir / TABLES).glob(f"*{suffix}"))}
 
 
+def same_tables(workdir, ci_run, suffix) -> bool:
+    """The default target's tables of `workdir` equal the session run's, byte for byte (the
+    session run may also hold the zoo's, when its test ran first)."""
+    ours, theirs = table_files(workdir, suffix), table_files(ci_run, suffix)
+    assert f"table2{suffix}" in ours and f"table_zoo{suffix}" in ours
+    return ours == {name: theirs.get(name) for name in ours}
+
+
 def test_a_killed_run_resumes_to_the_same_tables(ci_run, tmp_path):
     workdir = copy_workflow(tmp_path)
     config = write_config(workdir, "ci.yaml")
@@ -43,15 +51,15 @@ def test_a_killed_run_resumes_to_the_same_tables(ci_run, tmp_path):
     run_snakemake(workdir, "--configfile", str(config), "--unlock")
     run_snakemake(workdir, "--configfile", str(config), "--rerun-incomplete")
     for suffix in (".csv", ".md", ".tex"):
-        assert table_files(workdir, suffix) == table_files(ci_run, suffix), suffix
+        assert same_tables(workdir, ci_run, suffix), suffix
     assert not list((workdir / "results").rglob("*.tmp"))
 
 
 def test_shards_and_batch_size_change_no_table_cell(ci_run, tmp_path):
     workdir = copy_workflow(tmp_path)
-    config = write_config(workdir, "ci.yaml", scoring__shard_size=40, scoring__batch_size=7)
+    config = write_config(workdir, "ci.yaml", scoring__shard_size=60, scoring__batch_size=7)
     run_snakemake(workdir, "--configfile", str(config))
     shards = sorted((workdir / "results/ci/logs/score/clinical").glob("base.masked.*.log"))
     assert len(shards) > 1  # really more shards than the CI run's
     # every printed cell (the Markdown tables) is the same
-    assert table_files(workdir, ".md") == table_files(ci_run, ".md")
+    assert same_tables(workdir, ci_run, ".md")

@@ -252,6 +252,20 @@ def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
     assert stats.batch_policy.startswith("free memory") and stats.batch_size >= 1
 
 
+@pytest.mark.parametrize("energy", ["masked", "normalized"])
+def test_cpu_bf16_close_to_the_fp32_oracle(bert, samples, energy):
+    """bf16 on CPU (autocast: bf16 matmuls, fp32 softmax and cross-entropy) is an option whose
+    energies stay within the same tolerance as CUDA's autocast; the default stays fp32."""
+    model, tok = bert
+    ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3)
+    fast, stats = score_samples(model, tok, samples, energy=energy, k=10, seed=3, precision="bf16", return_stats=True)
+    assert stats.dtype == "bfloat16"
+    np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=GPU_RTOL, atol=GPU_ATOL)
+    assert np.abs(fast["energy"].to_numpy() - ref["energy"].to_numpy()).max() > 1e-6  # bf16 did run
+    with pytest.raises(UserError, match="precision fp16 needs a CUDA device; on CPU use fp32 or bf16"):
+        score_samples(model, tok, samples.head(2), k=2, precision="fp16")
+
+
 def test_stats_are_returned_and_logged_without_texts(bert, samples):
     model, tok = bert
     with scoring_log() as records:

@@ -275,6 +275,18 @@ def test_models_shards_and_training_text(in_repo, tmp_path):
     assert outputs["member_named"] == "results/paper/raw/mimic_named_member.csv"
 
 
+def test_training_precision_reaches_every_trained_model_but_dp(in_repo):
+    assert "precision" not in study().training_spec("base")["settings"]  # fp32: the params stay as they were
+    config = load("config.yaml")
+    config["training"] = {"precision": "bf16"}
+    config["models"]["large"]["precision"] = "fp32"
+    s = study(config)
+    assert s.training_spec("base")["settings"]["precision"] == "bf16"
+    assert s.training_spec("large")["settings"]["precision"] == "fp32"  # its own entry wins
+    assert "precision" not in s.training_spec("dp_eps8")["settings"]  # DP-SGD runs in fp32
+    assert "precision" not in s.models["base"]  # the config itself is left alone
+
+
 def test_the_schema_knows_every_model_and_corpus_key():
     # the library's defaults and the schema's keys are the same sets: a typo is refused at start
     from mlmia.models.training import MODEL_DEFAULTS

@@ -370,6 +370,28 @@ def test_continue_from_a_saved_model(tok_dir, tmp_path):
         train_mlm(TEXTS, tok_dir, tmp_path / "x", config=TINY, init_dir=tmp_path / "missing")
 
 
+def test_bf16_training_learns_as_fp32_does_and_is_refused_with_dp(tok_dir, tmp_path):
+    """bf16 (autocast) is an option: it still learns, its weights stay fp32, and the loss curve
+    stays near fp32's on the same seed (both compute the same loss; bf16 rounds the matmuls)."""
+    cfg = {**TINY, "epochs": 3}
+    fp32 = train_mlm(TEXTS, tok_dir, tmp_path / "fp32", config=cfg, threads=1, device="cpu", log_every=5)
+    bf16 = train_mlm(TEXTS, tok_dir, tmp_path / "bf16", config={**cfg, "precision": "bf16"}, threads=1, device="cpu",
+                     log_every=5)  # fmt: skip
+    a = pd.read_csv(tmp_path / "fp32" / "train_log.csv")["loss"]
+    b = pd.read_csv(tmp_path / "bf16" / "train_log.csv")["loss"]
+    assert b.iloc[-1] < b.iloc[0] - 0.3 and abs(b.iloc[-1] - a.iloc[-1]) < 0.25
+    assert fp32["final_loss"] != bf16["final_loss"]  # bf16 did run
+    from transformers import BertForMaskedLM
+
+    assert BertForMaskedLM.from_pretrained(str(tmp_path / "bf16")).bert.embeddings.word_embeddings.weight.dtype == (
+        torch.float32
+    )
+    with pytest.raises(UserError, match="precision bf16 is not offered with dp"):
+        model_settings({"precision": "bf16", "dp": {"epsilon": 8}})
+    with pytest.raises(UserError, match="precision must be fp32 or bf16"):
+        model_settings({"precision": "fp16"})
+
+
 def test_training_is_seeded(tok_dir, tmp_path):
     cfg = {**TINY, "epochs": 1}
     a = train_mlm(TEXTS, tok_dir, tmp_path / "a", config=cfg, threads=1, device="cpu")

@@ -1,5 +1,3 @@
-import sys
+from mlmia.cli import run
 
-from mlmia.cli import main
-
-sys.exit(main())
+run()

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--precision",
         choices=["auto", "fp32", "bf16", "fp16"],
         default="auto",
-        help="CUDA autocast dtype (CPU always fp32)",
+        help="compute dtype: auto = fp32 on CPU, bf16 (else fp16) on CUDA; bf16 also on CPU; fp16 CUDA only",
     )
     score.add_argument(
         "--truncate",
@@ -107,5 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The `mlmia` console script: `main`, then the process ends without the interpreter's
+    teardown of torch (about a second; `mlmia.core.runner.exit_without_teardown`)."""
+    from mlmia.core.runner import exit_without_teardown
+
+    exit_without_teardown(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -55,6 +55,9 @@ MODEL_DEFAULTS: dict = {
     "weight_decay": 0.01,
     "mlm_probability": 0.15,
     "seed": 0,
+    # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser
+    # state and the loss stay fp32)
+    "precision": "fp32",
     # DP-SGD with Opacus (mlmia.defences.dp_sgd): {epsilon, delta, max_grad_norm, accountant, unit}; None: off
     "dp": None,
 }
@@ -112,6 +115,17 @@ def masked_lm_loss(model, input_ids, attention_mask, labels, reduction: str = "m
     return F.cross_entropy(logits.float(), labels[sel], reduction=reduction)
 
 
+def training_autocast(dev, precision: str):
+    """The forward pass's autocast for `precision` (fp32: none)."""
+    import contextlib
+
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(dev.type, dtype=torch.bfloat16)
+
+
 # --------------------------------------------------------------------------------------------
 # training
 
@@ -130,6 +144,12 @@ def model_settings(config: dict | None) -> dict:
     if out["hidden_size"] % out["num_heads"]:
         raise UserError(
             f"model config: hidden_size {out['hidden_size']} is not a multiple of num_heads {out['num_heads']}"
+        )
+    if out["precision"] not in ("fp32", "bf16"):
+        raise UserError(f"model config: precision must be fp32 or bf16, got {out['precision']!r}")
+    if out["dp"] is not None and out["precision"] != "fp32":
+        raise UserError(
+            "model config: precision bf16 is not offered with dp (Opacus' per-sample gradients run in fp32)"
         )
     if out["dp"] is not None:
         from mlmia.defences.dp_sgd import dp_settings
@@ -372,7 +392,8 @@ def train_mlm(
             if max_offset:  # random absolute offset per sequence: position-robust models
                 off = torch.randint(0, max_offset + 1, (len(idx), 1), generator=gen)
                 pos = (torch.arange(width).unsqueeze(0) + off).to(dev)
-            loss = masked_lm_loss(model, masked.to(dev), attn.to(dev), labels.to(dev), position_ids=pos)
+            with training_autocast(dev, cfg["precision"]):
+                loss = masked_lm_loss(model, masked.to(dev), attn.to(dev), labels.to(dev), position_ids=pos)
             optim.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

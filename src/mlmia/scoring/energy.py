@@ -480,18 +480,29 @@ def _batches(n: int, rows_for) -> list[tuple[int, int]]:
 
 
 def _compute_dtype(dev: torch.device, precision: str = "auto") -> torch.dtype:
-    if dev.type != "cuda" or precision == "fp32":
+    """fp32 unless asked otherwise; on CUDA `auto` is bf16 where supported, else fp16. On CPU
+    only bf16 is offered (fp16 matmuls there are emulated and slower than fp32)."""
+    if precision == "fp32" or (dev.type != "cuda" and precision == "auto"):
         return torch.float32
+    if dev.type != "cuda":
+        if precision != "bf16":
+            raise UserError(f"precision {precision} needs a CUDA device; on CPU use fp32 or bf16")
+        return torch.bfloat16
     if precision == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
 def _autocast(dev: torch.device, precision: str = "auto"):
+    """Autocast to the compute dtype (matmuls in it; softmax, norms and the cross-entropy stay
+    fp32), or nothing for fp32. bf16 on a CPU without native bf16 (AVX-512 BF16, AMX) runs but
+    slower than fp32: logged."""
     dtype = _compute_dtype(dev, precision)
-    if dev.type == "cuda" and dtype != torch.float32:
-        return torch.autocast("cuda", dtype=dtype)
-    return contextlib.nullcontext()
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    if dev.type == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        log.warning("precision bf16: this CPU has no native bf16 support; fp32 is likely faster")
+    return torch.autocast(dev.type, dtype=dtype)
 
 
 def _free_memory(dev: torch.device) -> int | None:

@@ -521,7 +521,16 @@ class Study:
     def training_spec(self, name: str) -> dict:
         """What model `name` trains on and how: {"text": table, "settings": model settings,
         "init": model to continue or None}. A reference takes the settings of the model its
-        config names (`references.shape`), so it is trained as well as the target."""
+        config names (`references.shape`), so it is trained as well as the target. The compute
+        dtype is `training.precision` unless the model sets its own (DP models: fp32)."""
+        spec = self._training_spec(name)
+        precision = self.config.get("training", {}).get("precision", "fp32")
+        if precision != "fp32" and "precision" not in spec["settings"] and not spec["settings"].get("dp"):
+            # only a non-default dtype enters the settings: fp32 runs keep their params (no rerun)
+            spec["settings"] = {**spec["settings"], "precision": precision}
+        return spec
+
+    def _training_spec(self, name: str) -> dict:
         if name in self.reference_pool() or name in self.shadow_models():
             if name in self.reference_pool():
                 references = self.config["references"]

@@ -1,0 +1,37 @@
+"""The benchmark harness's bookkeeping (bench/run_benchmarks.py): no timing is asserted here."""
+
+import sys
+
+from workflow_helpers import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+import run_benchmarks  # noqa: E402
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def test_stage_table_sums_each_rule_from_the_benchmark_files(tmp_path):
+    rows = {"train/base.tsv": (100.0, 90.0, 700.0), "train/large.tsv": (200.0, 180.0, 900.0),
+            "score/clinical/base.masked.0.tsv": (10.0, 8.0, 500.0), "build_corpora.tsv": (5.0, 4.0, 300.0)}  # fmt: skip
+    for rel, (wall, cpu, rss) in rows.items():
+        path = tmp_path / "benchmarks" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(HEADER + f"{wall}\t0:00:00\t{rss}\t0\t0\t0\t0\t0\t0\t{cpu}\n")
+    table = run_benchmarks.stage_table(tmp_path).set_index("stage")
+    assert table.loc["train"].tolist() == [2, 300.0, 270.0, 900.0]
+    assert table.loc["score"].tolist() == [1, 10.0, 8.0, 500.0]
+    assert table.loc["build_corpora"].tolist() == [1, 5.0, 4.0, 300.0]
+    assert list(table.index) == ["train", "score", "build_corpora"]  # by CPU time, largest first
+    assert run_benchmarks.stage_table(tmp_path / "none").empty
+
+
+def test_targets_compare_each_figure_with_issue_14s_bar():
+    result = {
+        "whole_process": {"whole_process_vs_authors": 19.9, "overhead_beyond_floor_s": 0.4},
+        "scorer": [{"precision": "fp32", "roofline_share": 0.45}, {"precision": "bf16", "roofline_share": 0.5}],
+        "memory": [{"peak_rss_mib": 800.0}, {"peak_rss_mib": 1001.0}],
+        "default_run": {"run": {"wall_s": 600.0}, "table2_alpha_rerun": {"wall_s": 20.0}},
+    }
+    met = [ok for _, _, ok in run_benchmarks.targets(result)]
+    # 19.9x < 20x; bf16 reaches 50%; 0.4 s <= 1 s; 1001 > 1.25 x 800; 600 s <= 600 s; 20 s is not < 20 s
+    assert met == [False, True, True, False, True, False]
