@@ -255,22 +255,53 @@ def stage_table(run_dir: Path) -> pd.DataFrame:
 
 def default_run(work: Path, cores: int) -> dict:
     """`snakemake --cores N` on the default config in a fresh copy of the workflow (the tests'
-    way), then a rerun of one table after its alpha changes."""
+    way); then the same run rescored in bf16 (`scoring.precision: bf16`: its time and what it
+    changes in Table 2); then a rerun of one table after its alpha changes."""
     import yaml
 
     copy = work / "default_run"
     for part in ("Snakefile", "rules", "workflow", "config", "envs", "profiles", "report"):
         src = REPO / part
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, copy / part)
-    snakemake = str(Path(sys.executable).parent / "snakemake")
-    run = timed_process([snakemake, "--cores", str(cores)], cwd=copy)
+    snakemake = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores)]
+    tables = copy / "results" / "default" / "tables"
+    run = timed_process(snakemake, cwd=copy)
+    fp32 = pd.read_csv(tables / "table2.csv")
+    (copy / "bf16.yaml").write_text("scoring: {precision: bf16}\n")
+    configs = ["--configfile", "config/config.yaml", "bf16.yaml"]
+    bf16_run = timed_process(snakemake + configs, cwd=copy)
+    bf16 = pd.read_csv(tables / "table2.csv")
     spec = copy / "config" / "tables.yaml"
     data = yaml.safe_load(spec.read_text())
     for column in data["tables"]["table2"]["columns"]:
         column["alpha"] = 0.05
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
-    rerun = timed_process([snakemake, "--cores", str(cores), "table2"], cwd=copy)
-    return {"run": run, "table2_alpha_rerun": rerun, "results": copy / "results" / "default"}
+    rerun = timed_process(snakemake + configs + ["table2"], cwd=copy)
+    return {
+        "run": run,
+        "bf16_rescoring": bf16_run,
+        "bf16_table2": table_change(fp32, bf16),
+        "table2_alpha_rerun": rerun,
+        "results": copy / "results" / "default",
+    }
+
+
+def table_change(before: pd.DataFrame, after: pd.DataFrame) -> dict:
+    """How many of a table's cells print differently (value or interval, formatted by the
+    tables' own renderer) and the largest change of a value, per kind of metric."""
+    from mlmia.report.tables import PERCENT_METRICS, format_value
+
+    both = before.merge(after, on=["protocol", "column", "row"], suffixes=("_a", "_b"))
+
+    def printed(row, side):
+        return tuple(format_value(row["metric_a"], row[f"{c}_{side}"]) for c in ("value", "ci_low", "ci_high"))
+
+    moved = sum(printed(row, "a") != printed(row, "b") for _, row in both.iterrows())
+    change = (both["value_b"] - both["value_a"]).abs()
+    percent = both["metric_a"].isin(PERCENT_METRICS)
+    return {"cells": len(both), "printed_cells_moved": int(moved),
+            "max_abs_change_auc": float(change[both["metric_a"] == "auc"].max()),
+            "max_abs_change_percent": float(change[percent].max())}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- (g) GPU
@@ -404,6 +435,12 @@ def markdown(r: dict) -> str:
             f"wall, {dr['run']['cpu_s'] / 60:.1f} min CPU (every job and Snakemake itself), peak RSS of a single "
             f"process {dr['run']['peak_rss_mib']:.0f} MiB. Then Table 2 with alpha 0.05 (`snakemake table2`): "
             f"{dr['table2_alpha_rerun']['wall_s']:.1f} s.",
+            "",
+            f"The same run rescored in bf16 (`scoring.precision: bf16`; scoring and everything after it): "
+            f"{dr['bf16_rescoring']['wall_s'] / 60:.1f} min wall, {dr['bf16_rescoring']['cpu_s'] / 60:.1f} min CPU. "
+            f"Table 2: {dr['bf16_table2']['printed_cells_moved']} of {dr['bf16_table2']['cells']} printed cells move; "
+            f"largest change {dr['bf16_table2']['max_abs_change_auc']:.4f} in an AUC, "
+            f"{dr['bf16_table2']['max_abs_change_percent']:.2f} points in a precision, recall or TPR.",
             "",
         ]
     stages = r.get("stages")

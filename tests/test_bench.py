@@ -35,3 +35,18 @@ def test_targets_compare_each_figure_with_issue_14s_bar():
     met = [ok for _, _, ok in run_benchmarks.targets(result)]
     # 19.9x < 20x; bf16 reaches 50%; 0.4 s <= 1 s; 1001 > 1.25 x 800; 600 s <= 600 s; 20 s is not < 20 s
     assert met == [False, True, True, False, True, False]
+
+
+def test_table_change_counts_cells_that_print_differently():
+    import pandas as pd
+
+    before = pd.DataFrame({"protocol": "corrected", "column": ["a", "a", "b"], "row": ["AUC", "Prec.", "AUC"],
+                           "metric": ["auc", "precision", "auc"], "value": [0.6296, 61.24, 0.9],
+                           "ci_low": [0.5, 50.0, 0.8], "ci_high": [0.7, 70.0, 1.0]})  # fmt: skip
+    after = before.copy()
+    after.loc[0, "value"] = 0.6299  # 0.630 either way (printed to 3 decimals)
+    after.loc[1, "value"] = 61.26  # 61.2 -> 61.3 (percentages to 1 decimal)
+    after.loc[2, "ci_low"] = 0.7  # the interval moves, the value does not
+    change = run_benchmarks.table_change(before, after)
+    assert change["cells"] == 3 and change["printed_cells_moved"] == 2
+    assert abs(change["max_abs_change_auc"] - 0.0003) < 1e-12 and abs(change["max_abs_change_percent"] - 0.02) < 1e-12
