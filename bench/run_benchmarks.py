@@ -260,6 +260,7 @@ def default_run(work: Path, cores: int) -> dict:
     import yaml
 
     copy = work / "default_run"
+    copy.mkdir()
     for part in ("Snakefile", "rules", "workflow", "config", "envs", "profiles", "report"):
         src = REPO / part
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, copy / part)

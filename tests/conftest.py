@@ -97,7 +97,7 @@ def tiny_roberta(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_distilbert(tmp_path_factory):
-    """(model, tokenizer): a random DistilBertForMaskedLM (no known head split: full logits)."""
+    """(model, tokenizer): a random DistilBertForMaskedLM (its own head names: vocab_transform ... vocab_projector)."""
     import torch
     from transformers import DistilBertConfig, DistilBertForMaskedLM
 

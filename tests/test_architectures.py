@@ -391,6 +391,26 @@ def test_scores_equal_the_brute_force(name, checkpoint):
         np.testing.assert_allclose(got_normalized.energy, np.mean(want), rtol=0, atol=ATOL)
 
 
+@pytest.mark.parametrize("name", sorted(ARCHS))
+def test_every_architecture_runs_its_head_on_the_masked_positions_only(name, checkpoint):
+    """The scorer's split (encoder, then the LM head on the masked positions alone) is found for
+    every architecture here, and gives the full forward's logits at those positions."""
+    from mlmia.models.loading import mlm_parts
+
+    model, tok = load_mlm(checkpoint(name), "cpu")
+    parts = mlm_parts(model)
+    assert parts is not None, f"{name}: no head split, scored with full logits"
+    encoder, head = parts
+    ids = tok(_texts(tok)[:3], padding=True, return_tensors="pt")
+    chosen = ids["attention_mask"].bool().clone()
+    chosen[:, 0] = False  # some positions, not all
+    with torch.no_grad():
+        full = model(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]).logits
+        hidden = encoder(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]).last_hidden_state
+        split = head(hidden[chosen])
+    torch.testing.assert_close(split, full[chosen], rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("family", sorted({a.tokenizer for a in ARCHS.values()}))
 def test_special_token_strings_in_text_are_characters(family, tokenizers):
     tok = tokenizers[family]

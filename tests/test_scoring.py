@@ -210,10 +210,21 @@ def test_small_token_budget_many_batches(bert, samples):
     _assert_same(score_samples(model, tok, samples, k=6, seed=1, token_budget=50), ref)
 
 
-@pytest.mark.parametrize("fixture, split", [("tiny_roberta", True), ("tiny_distilbert", False)])
+@pytest.mark.parametrize(
+    "fixture, split", [("tiny_roberta", True), ("tiny_distilbert", True), ("tiny_bert_unsplit", False)]
+)
 def test_other_architectures(request, samples, fixture, split):
-    model, tok = request.getfixturevalue(fixture)
-    assert (mlm_parts(model) is not None) == split  # lm_head split for RoBERTa, full logits otherwise
+    """RoBERTa's `lm_head` and DistilBERT's vocab_* head split off; a model whose head is not
+    recognised is scored with full logits, to the same energies."""
+    if fixture == "tiny_bert_unsplit":
+        import copy
+
+        model, tok = request.getfixturevalue("bert")
+        model = copy.deepcopy(model)
+        model._mlmia_parts = None  # what mlm_parts caches for an unrecognised head
+    else:
+        model, tok = request.getfixturevalue(fixture)
+    assert (mlm_parts(model) is not None) == split
     for energy in ("masked", "normalized"):
         ref = score_samples_oracle(model, tok, samples, energy=energy, k=5, seed=0)
         _assert_same(score_samples(model, tok, samples, energy=energy, k=5, seed=0, batch_size=9), ref)
@@ -483,6 +494,24 @@ def _write_samples(path, df):
         df.to_json(path, orient="records", lines=True)
     else:
         df.to_parquet(path, index=False)
+
+
+def test_a_file_is_scored_in_chunks_to_the_same_scores(tmp_path, tiny_bert_dir, bert, samples):
+    """`score_file` writes a chunk of samples at a time (flat memory on a large corpus): the same
+    rows, in the input's order, with the energies of one in-memory pass."""
+    import pyarrow.parquet as pq
+
+    from mlmia.scoring.energy import score_file
+
+    _write_samples(tmp_path / "s.parquet", samples)
+    assert score_file(
+        str(tiny_bert_dir), tmp_path / "s.parquet", tmp_path / "o.parquet", k=4, chunk_samples=3, truncate=True
+    ) == len(samples)
+    assert pq.ParquetFile(tmp_path / "o.parquet").num_row_groups == -(-len(samples) // 3)
+    chunked = pd.read_parquet(tmp_path / "o.parquet")
+    whole = score_samples(*bert, samples, k=4, model_name=chunked["model"].iloc[0], truncate=True)
+    assert chunked["sample_id"].tolist() == samples["sample_id"].tolist()
+    _assert_same(chunked, whole)
 
 
 @pytest.mark.parametrize("suffix, energy", [(".csv", "masked"), (".jsonl", "normalized"), (".parquet", "masked")])

@@ -16,9 +16,21 @@ from mlmia.models.hub import looks_like_path as _looks_like_path
 
 log = get_logger(__name__)
 
-# Known attribute names of the LM head on top of `model.base_model`, for `mlm_parts` (the
-# missing-head check reads the head from the model itself, see `_check_loading_info`).
-_HEAD_NAMES = ("cls", "lm_head", "predictions")
+# How each known architecture's LM head maps the encoder's hidden states to logits, for
+# `mlm_parts`: the attribute names of the modules it applies in turn (BERT `cls`, RoBERTa-like
+# `lm_head`, ALBERT `predictions`, DistilBERT, ELECTRA's generator, ModernBERT), or "deberta-v3"
+# (its head also reads the word embeddings). The first whose modules the model has is used; the
+# split is checked against the full forward before use. (The missing-head check reads the head
+# from the model itself, see `_check_loading_info`.)
+_HEADS = (
+    ("cls",),
+    ("lm_head",),
+    ("predictions",),
+    ("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector"),
+    ("generator_predictions", "generator_lm_head"),
+    ("head", "decoder"),
+    "deberta-v3",
+)
 # Above this, `tokenizer.model_max_length` is the "no limit" sentinel.
 _NO_LIMIT = 1_000_000
 # Embedding rows beyond the tokenizer's ids that padding to a multiple (64, 128) explains; more is logged.
@@ -595,27 +607,38 @@ def max_sequence_length(model, tokenizer) -> int:
 def mlm_parts(model):
     """(encoder, head) such that head(encoder(ids).last_hidden_state) == model(ids).logits, or None.
 
-    Known heads: `model.cls` (BERT), `model.lm_head` (RoBERTa-like), `model.predictions`
-    (ALBERT). The split is checked once on a short input against the full forward and
-    cached on the model; None (use full logits) when it does not hold.
+    Known heads: `_HEADS` (BERT, RoBERTa-like, ALBERT, DistilBERT, ELECTRA's generator,
+    ModernBERT, DeBERTa-v3). The split is checked once on a short input against the full
+    forward and cached on the model; None (use full logits) when it does not hold.
     """
     cached = getattr(model, "_mlmia_parts", "unset")
     if cached != "unset":
         return cached
     parts = None
     encoder = getattr(model, "base_model", None)
-    if encoder is not None and encoder is not model:
-        for attr in _HEAD_NAMES:
-            head = getattr(model, attr, None)
-            if isinstance(head, torch.nn.Module):
-                if _check_parts(model, encoder, head):
-                    parts = (encoder, head)
-                break
+    head = _known_head(model) if encoder is not None and encoder is not model else None
+    if head is not None and _check_parts(model, encoder, head):
+        parts = (encoder, head)
     try:
         model._mlmia_parts = parts
     except Exception:  # pragma: no cover - exotic modules refusing attributes
         pass
     return parts
+
+
+def _known_head(model):
+    """The LM head of `model` as one callable on hidden states, from `_HEADS`, or None."""
+    for names in _HEADS:
+        if names == "deberta-v3":
+            predictions = getattr(model, "lm_predictions", None)
+            embeddings = getattr(getattr(model.base_model, "embeddings", None), "word_embeddings", None)
+            if isinstance(predictions, torch.nn.Module) and isinstance(embeddings, torch.nn.Module):
+                return lambda hidden: predictions(hidden, embeddings)
+            continue
+        modules = [getattr(model, name, None) for name in names]
+        if all(isinstance(m, torch.nn.Module) for m in modules):
+            return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)
+    return None
 
 
 def _check_parts(model, encoder, head) -> bool:

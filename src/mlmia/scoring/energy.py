@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from mlmia.core.errors import UserError
-from mlmia.core.io import read_samples, require_columns, write_parquet
+from mlmia.core.io import atomic_path, read_samples, require_columns
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_mlm, max_sequence_length, mlm_parts, resolve_device
 from mlmia.models.tokenizer import encode_text
@@ -794,6 +794,10 @@ def score_samples_oracle(
 # --------------------------------------------------------------------------- files
 
 
+#: samples scored and written per step of `score_file`: its peak memory stays flat in the corpus size
+FILE_CHUNK_SAMPLES = 2048
+
+
 def score_file(
     model: str,
     samples: str,
@@ -809,33 +813,52 @@ def score_file(
     mask_count: str = "ceil",
     precision: str = "auto",
     truncate: bool = False,
-) -> pd.DataFrame:
+    chunk_samples: int = FILE_CHUNK_SAMPLES,
+) -> int:
     """Read samples, load the model (with `tokenizer` when it is not the model's own; see
-    `load_mlm`), score, and write `out` (Parquet) atomically."""
+    `load_mlm`), score, and write `out` (Parquet) atomically; returns the number of rows.
+
+    Samples are scored and written `chunk_samples` at a time (one Parquet row group each), so
+    the scores and per-token evidence of a large corpus are never all in memory. Masks depend
+    on (seed, sample_id, k) only, so the chunking changes no score."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     _check_params(energy, k, seed, reduction, batch_size, mask_count, precision)
     df = read_samples(samples)
     mdl, tok = load_mlm(model, device, tokenizer=tokenizer)
     local = Path(str(model)).expanduser()
     # default label: a local directory's name, or the hub id as given
     label = model_name or (local.resolve().name if local.is_dir() else str(model))
-    scores = score_samples(
-        mdl,
-        tok,
-        df,
-        energy=energy,
-        k=k,
-        seed=seed,
-        reduction=reduction,
-        batch_size=batch_size,
-        device=None,
-        model_name=label,
-        mask_count=mask_count,
-        precision=precision,
-        truncate=truncate,
-    )
-    write_parquet(scores, out)
-    log.info("wrote %d rows to %s", len(scores), out)
-    return scores
+    step = max(1, int(chunk_samples))
+    with atomic_path(out) as tmp:
+        writer = None
+        try:
+            for start in range(0, max(len(df), 1), step):
+                part = score_samples(
+                    mdl,
+                    tok,
+                    df.iloc[start : start + step],
+                    energy=energy,
+                    k=k,
+                    seed=seed,
+                    reduction=reduction,
+                    batch_size=batch_size,
+                    device=None,
+                    model_name=label,
+                    mask_count=mask_count,
+                    precision=precision,
+                    truncate=truncate,
+                )
+                table = pa.Table.from_pandas(part, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table.cast(writer.schema))
+        finally:
+            if writer is not None:
+                writer.close()
+    log.info("wrote %d rows to %s", len(df), out)
+    return len(df)
 
 
 __all__ = [
