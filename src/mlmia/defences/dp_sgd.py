@@ -26,14 +26,14 @@ The unit of privacy (`unit`):
 The loss per unit is the mean cross-entropy over its masked positions (per line, then the
 mean over a patient's lines), so that no unit's gradient depends on another unit's data (a
 batch-wide mean over masked tokens would make it do so, and break the sensitivity argument).
-The LM head runs on every position (per-sample gradients need the batch dimension; the
-non-private loop evaluates it at the masked positions only: the same loss, more compute).
+The LM head runs on each row's masked positions, gathered per row (per-sample gradients need
+the rows to stay the batch dimension; the non-private loop flattens them instead).
 Position ids are passed per row (Opacus needs a batch dimension on every embedding input).
 BERT ties the output projection to the word embeddings: Opacus adds both uses' per-sample
 gradients; the LM head's own `bias` is the decoder's bias, whose per-sample gradient the
 decoder's hook computes, so the head module itself contributes none (`_prepare_opacus`).
 
-`epsilon: null` trains in the same loop (Poisson sampling, per-unit loss, full head) without
+`epsilon: null` trains in the same loop (Poisson sampling, per-unit loss) without
 clipping or noise: the non-private baseline that differs from the private targets only in the
 privacy mechanism. Randomness: batches from a seeded generator, noise from another (seeded;
 Opacus' `secure_mode` is off, so the noise is not cryptographically secure, as usual for
@@ -165,8 +165,10 @@ def _new_model(cfg: dict, tokenizer, init_dir):
 
 
 def per_unit_loss(model, input_ids, attention_mask, labels, position_ids):
-    """Each row's mean cross-entropy over its masked positions (labels != -100), the LM head on
-    every position: a row's loss depends on that row alone."""
+    """Each row's mean cross-entropy over its masked positions (labels != -100). The LM head runs
+    on each row's masked positions only (gathered to the longest row's count, the rest padded
+    with label -100): the rows stay the batch dimension, so a row's loss depends on that row
+    alone and Opacus' per-sample hooks see one row per sample, at ~1/7 of the head's FLOPs."""
     import torch
     import torch.nn.functional as F
 
@@ -176,9 +178,14 @@ def per_unit_loss(model, input_ids, attention_mask, labels, position_ids):
         position_ids=position_ids,
         token_type_ids=torch.zeros_like(input_ids),
     ).last_hidden_state
-    logits = model.cls(hidden).float()
-    ce = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none", ignore_index=-100)
-    return ce.sum(dim=1) / (labels != -100).sum(dim=1).clamp(min=1)
+    masked = labels != -100
+    width = max(1, int(masked.sum(dim=1).max()))
+    # masked positions first in each row (a stable sort keeps their order)
+    order = torch.argsort((~masked).to(torch.int8), dim=1, stable=True)[:, :width]
+    picked = hidden.gather(1, order.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
+    logits = model.cls(picked).float()
+    ce = F.cross_entropy(logits.transpose(1, 2), labels.gather(1, order), reduction="none", ignore_index=-100)
+    return ce.sum(dim=1) / masked.sum(dim=1).clamp(min=1)
 
 
 def pool_by_unit(grad_sample, owner, weights, n_units: int):
