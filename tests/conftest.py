@@ -124,13 +124,48 @@ def ci_run(tmp_path_factory):
     return run_config(tmp_path_factory.mktemp("embedded"), "ci.yaml")
 
 
-@pytest.fixture(scope="session")
-def default_run(tmp_path_factory):
-    """The whole default run (config/config.yaml) in a temp copy: slow (as long as `make run`),
-    for the tests marked slow only."""
-    from workflow_helpers import run_config
+DEFAULT_RUN = pytest.StashKey[tuple]()
+DEFAULT_RUN_TIMEOUT = 5400  # seconds: a guard against a hung run, not a timing check
 
-    return run_config(tmp_path_factory.mktemp("default"), "config.yaml")
+
+def pytest_collection_finish(session):
+    """Start the full default run (config/config.yaml, ~14 min of 2 cores) in the background
+    as soon as the collected tests include one that needs it: it then fills the cores that
+    the rest of the suite leaves idle (single-threaded unit tests, SLURM's status polling),
+    instead of running alone when its test's turn comes."""
+    if session.config.option.collectonly or not any(
+        "default_run" in getattr(item, "fixturenames", ()) for item in session.items
+    ):
+        return
+    from workflow_helpers import start_config
+
+    workdir = session.config._tmp_path_factory.mktemp("default")  # the tmp_path_factory fixture's
+    session.config.stash[DEFAULT_RUN] = (workdir, *start_config(workdir, "config.yaml"))
+
+
+def pytest_sessionfinish(session):
+    """No default run outlives the session (one stopped early by -x, Ctrl-C or a failure)."""
+    started = session.config.stash.get(DEFAULT_RUN, None)
+    if started is not None and started[1].poll() is None:
+        import os
+        import signal
+
+        os.killpg(started[1].pid, signal.SIGKILL)
+        started[1].wait()
+
+
+@pytest.fixture(scope="session")
+def default_run(request, tmp_path_factory):
+    """The whole default run (config/config.yaml) in a temp copy: slow (as long as `make run`),
+    for the tests marked slow only; started at collection (`pytest_collection_finish`)."""
+    from workflow_helpers import run_config, wait_snakemake
+
+    started = request.config.stash.get(DEFAULT_RUN, None)
+    if started is None:
+        return run_config(tmp_path_factory.mktemp("default"), "config.yaml")
+    workdir, process, log = started
+    wait_snakemake(process, timeout=DEFAULT_RUN_TIMEOUT, log=log)
+    return workdir
 
 
 @pytest.fixture

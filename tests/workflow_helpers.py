@@ -40,33 +40,54 @@ def write_config(dest: Path, base: str, **overrides) -> Path:
     return path
 
 
-def run_snakemake(
-    workdir: Path, *args: str, check: bool = True, env: dict | None = None, timeout: int = 1200
+def start_snakemake(workdir: Path, *args: str, env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
+    """Snakemake on 2 cores in `workdir`, started in its own process group; its output goes
+    to pipes, or to the file `log` for a run nobody reads while it runs (a full pipe would
+    stall it)."""
+    out = subprocess.PIPE if log is None else open(log, "w")  # noqa: SIM115 (the child holds it)
+    try:
+        return subprocess.Popen(
+            [SNAKEMAKE, "--cores", "2", *args],
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.PIPE if log is None else subprocess.STDOUT,
+            text=True,
+            env=None if env is None else {**os.environ, **env},
+            start_new_session=True,
+        )
+    finally:
+        if log is not None:
+            out.close()
+
+
+def wait_snakemake(
+    process: subprocess.Popen, check: bool = True, timeout: int = 1200, log: Path | None = None
 ) -> subprocess.CompletedProcess:
-    """Snakemake on 2 cores in `workdir`. `timeout` is a guard against a hung run, not a
-    timing check (a busy machine can take several times as long); on expiry the whole
-    process group is killed, so that no job outlives the test."""
-    process = subprocess.Popen(
-        [SNAKEMAKE, "--cores", "2", *args],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=None if env is None else {**os.environ, **env},
-        start_new_session=True,
-    )
+    """Wait for a started Snakemake. `timeout` is a guard against a hung run, not a timing
+    check (a busy machine can take several times as long); on expiry the whole process group
+    is killed, so that no job outlives the test."""
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
-        raise AssertionError(f"snakemake ran past {timeout} s:\n{stdout[-3000:]}\n{stderr[-3000:]}") from None
+        stdout = log.read_text() if log is not None else stdout
+        raise AssertionError(f"snakemake ran past {timeout} s:\n{stdout[-3000:]}\n{(stderr or '')[-3000:]}") from None
+    if log is not None:
+        stdout, stderr = "", log.read_text()
     result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
         )
     return result
+
+
+def run_snakemake(
+    workdir: Path, *args: str, check: bool = True, env: dict | None = None, timeout: int = 1200
+) -> subprocess.CompletedProcess:
+    """Snakemake on 2 cores in `workdir`, waited for (`wait_snakemake`)."""
+    return wait_snakemake(start_snakemake(workdir, *args, env=env), check=check, timeout=timeout)
 
 
 def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> list[tuple[str, str]]:
@@ -98,6 +119,15 @@ def edit_yaml(path: Path, **changes) -> None:
             node = node[key]
         node[last] = new
     path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def start_config(workdir: Path, base: str) -> tuple[subprocess.Popen, Path]:
+    """The whole workflow on config/<base> started in a fresh copy of the repository at
+    `workdir`; (the process, its log file)."""
+    copy_workflow(workdir)
+    write_config(workdir, base)
+    log = workdir / "snakemake_run.log"
+    return start_snakemake(workdir, "--configfile", "test_config.yaml", log=log), log
 
 
 def run_config(workdir: Path, base: str) -> Path:
