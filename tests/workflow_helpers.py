@@ -17,8 +17,12 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
 def paper_scores_root() -> Path:
-    root = (REPO / ".." / "shared" / "paper-scores").resolve()
-    assert root.is_dir(), f"the authors' published scores are expected at {root} (shared/ beside the clone)"
+    """The authors' published scores: $MLMIA_PAPER_SCORES, else shared/paper-scores beside the clone."""
+    root = Path(os.environ.get("MLMIA_PAPER_SCORES") or REPO / ".." / "shared" / "paper-scores").resolve()
+    assert root.is_dir(), (
+        f"the authors' published scores are expected at {root}: put shared/ beside the clone "
+        "or set MLMIA_PAPER_SCORES to the paper-scores folder"
+    )
     return root
 
 
