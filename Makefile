@@ -11,7 +11,8 @@ SNAKEMAKE_ARGS ?=
 # `make test` runs every test: the findings on the full default run (marked slow, about as
 # long as `make run`) and the real one-node SLURM cluster (marked slurm, ~6-10 min, as root;
 # Debian's slurm-wlm and munge installed with apt-get when missing; they skip, printing why,
-# only where those packages cannot be installed). `make test-fast` leaves both out.
+# only where those packages cannot be installed). `make test-fast` leaves both out, and the
+# tests that run the workflow's jobs end to end on the CI config (marked workflow, ~3 min).
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -36,7 +37,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not slurm"
+	$(BIN)/python -m pytest -m "not slow and not slurm and not workflow"
 
 # Every speed figure of docs/benchmark_run.md in one run (about 5 min on 2 cores; add
 # BENCH_ARGS=--default-run to also time the default run and a one-table rerun, +15 min).

@@ -124,6 +124,16 @@ def ci_run(tmp_path_factory):
     return run_config(tmp_path_factory.mktemp("embedded"), "ci.yaml")
 
 
+# Fixtures that run the workflow's jobs for real: a test that uses one is a `workflow` test
+WORKFLOW_FIXTURES = {"ci_run", "default_run", "audit_run"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if WORKFLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.workflow)
+
+
 DEFAULT_RUN = pytest.StashKey[tuple]()
 DEFAULT_RUN_TIMEOUT = 5400  # seconds: a guard against a hung run, not a timing check
 

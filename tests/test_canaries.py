@@ -299,6 +299,7 @@ def test_membership_on_the_canaries():
 # --------------------------------------------------------------------------- the workflow
 
 
+@pytest.mark.workflow
 def test_snakemake_canaries_on_the_ci_config(tmp_path):
     copy_workflow(tmp_path)
     config = write_config(tmp_path, "ci.yaml")

@@ -337,6 +337,7 @@ def test_schema_defaults_are_the_library_defaults():
 # ------------------------------------------------------------------------------------ end to end
 
 
+@pytest.mark.workflow
 def test_snakemake_dexposure_on_the_ci_config(tmp_path):
     workdir = copy_workflow(tmp_path)
     config = write_config(workdir, "ci.yaml")

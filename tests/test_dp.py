@@ -309,6 +309,7 @@ def test_snakemake_dp_plans_the_group_on_the_ci_config(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.workflow
 def test_snakemake_dp_on_the_ci_config(tmp_path):
     workdir = copy_workflow(tmp_path)
     config = write_config(workdir, "ci.yaml")
