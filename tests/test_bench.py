@@ -50,3 +50,17 @@ def test_table_change_counts_cells_that_print_differently():
     change = run_benchmarks.table_change(before, after)
     assert change["cells"] == 3 and change["printed_cells_moved"] == 2
     assert abs(change["max_abs_change_auc"] - 0.0003) < 1e-12 and abs(change["max_abs_change_percent"] - 0.02) < 1e-12
+
+
+def test_attention_kernels_give_the_same_energies(tmp_path):
+    """bench/bench_attention.py runs both kernels on the same samples; their energies agree to float rounding."""
+    import json
+
+    import bench_attention
+
+    out = tmp_path / "attention.json"
+    bench_attention.main(["--models", "1x64", "--vocab", "300", "--samples", "6", "--k", "2", "--repeats", "1",
+                          "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())
+    assert [row["energy"] for row in rows] == ["masked", "normalized"]
+    assert all(row["default_kernel"] == "sdpa" and row["max_abs_energy_diff"] < 1e-5 for row in rows)
