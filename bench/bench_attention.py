@@ -13,14 +13,13 @@ the median seconds and the largest energy difference from `eager`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 import numpy as np
 import torch
-from bench_scoring import build_model, build_tokenizer, synthetic_samples
+from bench_scoring import build_model, build_tokenizer, interleaved_arguments, synthetic_samples
 
 from mlmia.scoring.energy import score_samples
 
@@ -28,15 +27,7 @@ KERNELS = ("eager", "sdpa")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["2x128", "4x256"], help="LAYERSxHIDDEN")
-    parser.add_argument("--vocab", type=int, default=3000)
-    parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--json", help="write the rows here too")
-    args = parser.parse_args(argv)
+    args = interleaved_arguments(__doc__).parse_args(argv)
     torch.set_num_threads(args.threads)
     tok, words = build_tokenizer(args.vocab)
     df = synthetic_samples(words, args.samples, 10, 60)

@@ -12,13 +12,12 @@ the scoring time. Interleaving keeps a machine's changing load out of the ratio.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 import torch
-from bench_scoring import build_model, build_tokenizer, synthetic_samples
+from bench_scoring import build_model, build_tokenizer, interleaved_arguments, synthetic_samples
 
 import mlmia.scoring.energy as energy_module
 
@@ -31,15 +30,7 @@ def energy_only(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tenso
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["2x128", "4x256"], help="LAYERSxHIDDEN")
-    parser.add_argument("--vocab", type=int, default=3000)
-    parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--json", help="write the rows here too")
-    args = parser.parse_args(argv)
+    args = interleaved_arguments(__doc__).parse_args(argv)
     torch.set_num_threads(args.threads)
     tok, words = build_tokenizer(args.vocab)
     df = synthetic_samples(words, args.samples, 10, 60)

@@ -84,6 +84,19 @@ def timed(fn, repeats: int):
     return best, out
 
 
+def interleaved_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options of the interleaved A/B scorer benchmarks (bench_evidence.py, bench_attention.py)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["2x128", "4x256"], help="LAYERSxHIDDEN")
+    parser.add_argument("--vocab", type=int, default=3000)
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", help="write the rows here too")
+    return parser
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["2x128", "4x256"], help="LAYERSxHIDDEN, e.g. 2x128")
