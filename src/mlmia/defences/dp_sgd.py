@@ -129,41 +129,6 @@ def _prepare_opacus() -> None:
         return {}
 
 
-def _new_model(cfg: dict, tokenizer, init_dir):
-    """The BertForMaskedLM to train, built as `mlmia.models.training.train_mlm` builds it."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    if init_dir is not None:
-        init_dir = Path(init_dir)
-        if not (init_dir / "config.json").exists():
-            raise UserError(f"{init_dir}: no saved model to start from (config.json missing)")
-        model = BertForMaskedLM.from_pretrained(str(init_dir))
-        if model.config.vocab_size != len(tokenizer):
-            raise UserError(
-                f"{init_dir}: vocabulary {model.config.vocab_size} differs from the tokenizer's {len(tokenizer)}"
-            )
-        cfg["max_length"] = min(int(cfg["max_length"]), int(model.config.max_position_embeddings))
-        cfg["position_offset"] = min(
-            int(cfg["position_offset"]), int(model.config.max_position_embeddings) - int(cfg["max_length"])
-        )
-        return model
-    return BertForMaskedLM(
-        BertConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=int(cfg["hidden_size"]),
-            num_hidden_layers=int(cfg["num_layers"]),
-            num_attention_heads=int(cfg["num_heads"]),
-            intermediate_size=int(cfg["intermediate_size"]),
-            max_position_embeddings=max(int(cfg["max_length"]), int(cfg["block_size"]) + 2)
-            + int(cfg["position_offset"]),
-            hidden_dropout_prob=float(cfg["dropout"]),
-            attention_probs_dropout_prob=float(cfg["dropout"]),
-            pad_token_id=tokenizer.pad_token_id,
-            type_vocab_size=2,
-        )
-    )
-
-
 def per_unit_loss(model, input_ids, attention_mask, labels, position_ids):
     """Each row's mean cross-entropy over its masked positions (labels != -100). The LM head runs
     on each row's masked positions only (gathered to the longest row's count, the rest padded
@@ -243,7 +208,7 @@ def train_mlm_dp(
     from torch.utils.data import DataLoader, TensorDataset
 
     from mlmia.models.loading import load_tokenizer, resolve_device
-    from mlmia.models.training import mlm_mask, model_settings
+    from mlmia.models.training import initial_model, mlm_mask, model_settings
 
     cfg = model_settings(config)
     dp = dp_settings(cfg["dp"])
@@ -266,7 +231,7 @@ def train_mlm_dp(
     out_dir = Path(out_dir)
     t_start = time.time()
     _prepare_opacus()
-    model = _new_model(cfg, tokenizer, init_dir)
+    model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
     model.train()
 

@@ -81,7 +81,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Silence transformers' warnings and progress bars inside the block (our errors say what matters)."""
     from transformers.utils import logging as hf_logging
 
@@ -185,7 +185,7 @@ def load_mlm(
     else:
 
         def _load(local_files_only: bool):
-            with _quiet_transformers():
+            with quiet_transformers():
                 tok = (
                     AutoTokenizer.from_pretrained(source, local_files_only=local_files_only) if own_tokenizer else None
                 )
@@ -287,7 +287,7 @@ def load_tokenizer(spec: str | os.PathLike, *, do_lower_case: bool | None = None
         source, is_local = name, False
 
     def _load(local_files_only: bool):
-        with _quiet_transformers():
+        with quiet_transformers():
             return AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
 
     return _fetch("tokenizer", name, is_local, _load, ("tokenizer_config.json", "tokenizer.json", "config.json"))
@@ -432,7 +432,7 @@ def _load_legacy_bert(path: Path, name: str, *, with_tokenizer: bool, do_lower_c
         config.tie_word_embeddings = False  # a checkpoint with its own output embeddings
         if "cls.predictions.bias" in state:
             state.setdefault("cls.predictions.decoder.bias", state["cls.predictions.bias"])
-    with _quiet_transformers():
+    with quiet_transformers():
         model = BertForMaskedLM(config)
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     expected = list(shapes)
@@ -512,7 +512,7 @@ def convert_checkpoint(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model.save_pretrained(tmp)
             tok.save_pretrained(tmp)
         if out.exists():

@@ -209,6 +209,46 @@ def _save_checkpoint(model, tokenizer, directory: Path, epoch: int, step: int) -
     return str(directory)
 
 
+def initial_model(cfg: dict, tokenizer, init_dir=None):
+    """The BertForMaskedLM that training starts from: the saved model in `init_dir` (its vocabulary
+    must be the tokenizer's; `cfg`'s max_length and position_offset are cut to its positions), or
+    a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from mlmia.models.loading import quiet_transformers
+
+    if init_dir is not None:
+        init_dir = Path(init_dir)
+        if not (init_dir / "config.json").exists():
+            raise UserError(f"{init_dir}: no saved model to start from (config.json missing)")
+        with quiet_transformers():
+            model = BertForMaskedLM.from_pretrained(str(init_dir))
+        if model.config.vocab_size != len(tokenizer):
+            raise UserError(
+                f"{init_dir}: vocabulary {model.config.vocab_size} differs from the tokenizer's {len(tokenizer)}"
+            )
+        cfg["max_length"] = min(int(cfg["max_length"]), int(model.config.max_position_embeddings))
+        cfg["position_offset"] = min(
+            int(cfg["position_offset"]), int(model.config.max_position_embeddings) - int(cfg["max_length"])
+        )
+        return model
+    return BertForMaskedLM(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=int(cfg["hidden_size"]),
+            num_hidden_layers=int(cfg["num_layers"]),
+            num_attention_heads=int(cfg["num_heads"]),
+            intermediate_size=int(cfg["intermediate_size"]),
+            max_position_embeddings=max(int(cfg["max_length"]), int(cfg["block_size"]) + 2)
+            + int(cfg["position_offset"]),
+            hidden_dropout_prob=float(cfg["dropout"]),
+            attention_probs_dropout_prob=float(cfg["dropout"]),
+            pad_token_id=tokenizer.pad_token_id,
+            type_vocab_size=2,
+        )
+    )
+
+
 def train_mlm(
     texts: Sequence[str],
     tokenizer_dir: str | os.PathLike,
@@ -233,7 +273,6 @@ def train_mlm(
     `max_steps` is not saved). Returns a summary dict (with `checkpoints`, {epoch: directory},
     when `save_epochs` is given)."""
     import torch
-    from transformers import BertConfig, BertForMaskedLM
 
     cfg = model_settings(config)
     if cfg["dp"] is not None:  # DP-SGD: its own loop (mlmia.defences.dp_sgd); `groups`: each text's patient
@@ -256,34 +295,7 @@ def train_mlm(
     out_dir = Path(out_dir)
     t_start = time.time()
 
-    if init_dir is not None:
-        init_dir = Path(init_dir)
-        if not (init_dir / "config.json").exists():
-            raise UserError(f"{init_dir}: no saved model to start from (config.json missing)")
-        model = BertForMaskedLM.from_pretrained(str(init_dir))
-        if model.config.vocab_size != len(tokenizer):
-            raise UserError(
-                f"{init_dir}: vocabulary {model.config.vocab_size} differs from the tokenizer's {len(tokenizer)}"
-            )
-        cfg["max_length"] = min(int(cfg["max_length"]), int(model.config.max_position_embeddings))
-        cfg["position_offset"] = min(
-            int(cfg["position_offset"]), int(model.config.max_position_embeddings) - int(cfg["max_length"])
-        )
-    else:
-        bert_config = BertConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=int(cfg["hidden_size"]),
-            num_hidden_layers=int(cfg["num_layers"]),
-            num_attention_heads=int(cfg["num_heads"]),
-            intermediate_size=int(cfg["intermediate_size"]),
-            max_position_embeddings=max(int(cfg["max_length"]), int(cfg["block_size"]) + 2)
-            + int(cfg["position_offset"]),
-            hidden_dropout_prob=float(cfg["dropout"]),
-            attention_probs_dropout_prob=float(cfg["dropout"]),
-            pad_token_id=tokenizer.pad_token_id,
-            type_vocab_size=2,
-        )
-        model = BertForMaskedLM(bert_config)
+    model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
     model.train()
 
