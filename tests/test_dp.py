@@ -72,6 +72,24 @@ def test_dp_training_meets_the_target_epsilon_and_clips(tok_dir, tmp_path):
     assert model.config.hidden_size == 32 and (tmp_path / "m" / "train_log.csv").exists()
 
 
+def test_dp_fine_tuning_starts_from_the_init_model(tok_dir, tmp_path):
+    """`init` with dp (config/dp_recipes.yaml): at learning rate 0 the DP-SGD loop saves exactly
+    the model it started from, and from scratch it does not (so the init was really loaded)."""
+    from transformers import BertForMaskedLM
+
+    train_mlm(TEXTS, tok_dir, tmp_path / "base", config={**TINY, "epochs": 1}, threads=1, device="cpu")
+    frozen = {**TINY, "epochs": 1, "lr": 0.0, "seed": 5, "dp": {"epsilon": 8}}
+    train_mlm(TEXTS, tok_dir, tmp_path / "ft", config=frozen, init_dir=tmp_path / "base", threads=1, device="cpu")
+    train_mlm(TEXTS, tok_dir, tmp_path / "new", config=frozen, threads=1, device="cpu")
+    base, tuned, new = (
+        BertForMaskedLM.from_pretrained(str(tmp_path / name)).state_dict() for name in ("base", "ft", "new")
+    )
+    assert base.keys() == tuned.keys() and all(torch.equal(base[key], tuned[key]) for key in base)
+    assert not torch.equal(
+        base["bert.embeddings.word_embeddings.weight"], new["bert.embeddings.word_embeddings.weight"]
+    )
+
+
 def test_patient_level_dp_and_the_non_private_loop(tok_dir, tmp_path):
     config = {**TINY, "batch_size": 5, "dp": {"epsilon": 2, "unit": "patient"}}
     info = train_mlm(TEXTS, tok_dir, tmp_path / "p", config=config, threads=1, device="cpu", groups=GROUPS)
