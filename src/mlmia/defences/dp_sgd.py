@@ -208,7 +208,7 @@ def train_mlm_dp(
     from torch.utils.data import DataLoader, TensorDataset
 
     from mlmia.models.loading import load_tokenizer, resolve_device
-    from mlmia.models.training import initial_model, mlm_mask, model_settings
+    from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model
 
     cfg = model_settings(config)
     dp = dp_settings(cfg["dp"])
@@ -392,9 +392,7 @@ def train_mlm_dp(
     epsilon = float(engine.get_epsilon(delta)) if private else math.inf
     model = gsm.to_standard_module()
     model.eval()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    save_model(model, tokenizer, out_dir)
     log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
     log_df.to_csv(out_dir / "train_log.csv", index=False)
     _plot(log_df, out_dir / "train_curve.png", name or out_dir.name)

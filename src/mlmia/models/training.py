@@ -199,11 +199,20 @@ def _plot_curve(log_df: pd.DataFrame, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def save_model(model, tokenizer, directory: Path) -> None:
+    """`save_pretrained` of the model and its tokenizer into `directory` (made if missing),
+    without transformers' progress bars (they would reach the workflow's terminal)."""
+    from mlmia.models.loading import quiet_transformers
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with quiet_transformers():
+        model.save_pretrained(str(directory))
+        tokenizer.save_pretrained(str(directory))
+
+
 def _save_checkpoint(model, tokenizer, directory: Path, epoch: int, step: int) -> str:
     """Save the model as it is after `epoch` epochs (`step` optimiser steps), with its tokenizer."""
-    directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
+    save_model(model, tokenizer, directory)
     (directory / "checkpoint_info.json").write_text(json.dumps({"epoch": epoch, "step": step}, indent=2))
     log.info("checkpoint after epoch %d (step %d) -> %s", epoch, step, directory)
     return str(directory)
@@ -445,9 +454,7 @@ def train_mlm(
     train_seconds = time.time() - t0
 
     model.eval()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    save_model(model, tokenizer, out_dir)
     log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
     log_df.to_csv(out_dir / "train_log.csv", index=False)
     _plot_curve(log_df, out_dir / "train_curve.png", name or out_dir.name)
