@@ -52,7 +52,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
@@ -178,12 +177,6 @@ def _unit_norms(optimizer):
     return torch.stack([g.reshape(len(g), -1).norm(2, dim=-1) for g in samples], dim=1).norm(2, dim=1)
 
 
-def _plot(log_df: pd.DataFrame, path: Path, title: str) -> None:
-    from mlmia.models.training import _plot_curve
-
-    _plot_curve(log_df, path, title)
-
-
 def train_mlm_dp(
     texts: Sequence[str],
     tokenizer_dir: str | os.PathLike,
@@ -208,7 +201,7 @@ def train_mlm_dp(
     from torch.utils.data import DataLoader, TensorDataset
 
     from mlmia.models.loading import load_tokenizer, resolve_device
-    from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model
+    from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model, write_training_log
 
     cfg = model_settings(config)
     dp = dp_settings(cfg["dp"])
@@ -393,9 +386,7 @@ def train_mlm_dp(
     model = gsm.to_standard_module()
     model.eval()
     save_model(model, tokenizer, out_dir)
-    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
-    log_df.to_csv(out_dir / "train_log.csv", index=False)
-    _plot(log_df, out_dir / "train_curve.png", name or out_dir.name)
+    log_df = write_training_log(rows, out_dir, name or out_dir.name)
     info_dp = {
         "unit": dp["unit"],
         "target_epsilon": dp["epsilon"],

@@ -199,6 +199,15 @@ def _plot_curve(log_df: pd.DataFrame, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def write_training_log(rows: list[dict], out_dir: Path, title: str) -> pd.DataFrame:
+    """The training log (epoch, step, loss, lr, seconds per logged step) as `train_log.csv` and
+    `train_curve.png` in `out_dir`; returns it."""
+    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
+    log_df.to_csv(out_dir / "train_log.csv", index=False)
+    _plot_curve(log_df, out_dir / "train_curve.png", title)
+    return log_df
+
+
 def save_model(model, tokenizer, directory: Path) -> None:
     """`save_pretrained` of the model and its tokenizer into `directory` (made if missing),
     without transformers' progress bars (they would reach the workflow's terminal)."""
@@ -455,9 +464,7 @@ def train_mlm(
 
     model.eval()
     save_model(model, tokenizer, out_dir)
-    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
-    log_df.to_csv(out_dir / "train_log.csv", index=False)
-    _plot_curve(log_df, out_dir / "train_curve.png", name or out_dir.name)
+    log_df = write_training_log(rows, out_dir, name or out_dir.name)
     info = {
         "name": name or out_dir.name,
         "config": cfg,
