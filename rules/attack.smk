@@ -15,7 +15,7 @@ rule attack_table:
             "seed": config["metrics"]["seed"],
             "attacks": config["attacks"],
         },
-        code=module_digest("mlmia.attacks", "mlmia.core.io"),
+        code=library_code("attack_table.py"),
     script:
         "../workflow/scripts/attack_table.py"
 
@@ -33,7 +33,7 @@ rule attack_metrics:
         "../envs/mlmia.yaml"
     params:
         settings=lambda wildcards: STUDY.metric_settings(wildcards.experiment),
-        code=module_digest("mlmia.metrics", *attack_modules()),
+        code=library_code("attack_metrics.py"),
     script:
         "../workflow/scripts/attack_metrics.py"
 
@@ -53,6 +53,6 @@ rule roc_curve:
             a: STUDY.attack_params(a) for a in STUDY.roc_attacks(wildcards.experiment)
         },
         level=lambda wildcards: STUDY.experiments[wildcards.experiment].level,
-        code=module_digest("mlmia.metrics", *attack_modules()),
+        code=library_code("roc_curve.py"),
     script:
         "../workflow/scripts/roc_curve.py"

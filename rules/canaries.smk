@@ -33,7 +33,7 @@ rule canary_secrets:
                 "seed",
             )
         },
-        code=module_digest("mlmia.memorization.canaries", "mlmia.models.tokenizer"),
+        code=library_code("canaries_secrets.py"),
     script:
         "../workflow/scripts/canaries_secrets.py"
 
@@ -59,7 +59,7 @@ rule canary_target:
         model=MODELS.get(CANARIES["shape"]),
         epochs=CANARY_EPOCHS,
         device=config["training"]["device"],
-        code=module_digest("mlmia.models.training", "mlmia.memorization.canaries"),
+        code=library_code("canaries_target.py"),
     script:
         "../workflow/scripts/canaries_target.py"
 
@@ -86,9 +86,7 @@ rule canary_exposure:
         digits=CANARIES["digits"],
         seed=config["scoring"]["seed"],
         device=config["scoring"]["device"],
-        code=module_digest(
-            "mlmia.memorization", "mlmia.scoring", "mlmia.models.loading"
-        ),
+        code=library_code("canaries_exposure.py"),
     script:
         "../workflow/scripts/canaries_exposure.py"
 
@@ -114,14 +112,8 @@ rule canary_membership_scores:
         reference=lambda wildcards: STUDY.model_dir(CANARIES["reference"]),
         reference_tokenizer=MODELS.get(CANARIES["reference"], {}).get("tokenizer"),
         energy=CANARIES["energy"],
-        k=config["scoring"]["k"],
-        seed=config["scoring"]["seed"],
-        reduction=config["scoring"]["reduction"],
-        mask_count=config["scoring"]["mask_count"],
-        precision=config["scoring"]["precision"],
-        batch_size=config["scoring"]["batch_size"],
-        device=config["scoring"]["device"],
-        code=module_digest("mlmia.scoring", "mlmia.models.loading"),
+        scoring=STUDY.scoring(CANARIES["energy"]),
+        code=library_code("canaries_membership_scores.py"),
     script:
         "../workflow/scripts/canaries_membership_scores.py"
 
@@ -146,9 +138,7 @@ rule canary_membership:
         epoch=max(CANARY_EPOCHS),
         reference=CANARIES["reference"],
         energy=CANARIES["energy"],
-        code=module_digest(
-            "mlmia.memorization.canaries", "mlmia.metrics", *attack_modules()
-        ),
+        code=library_code("canaries_membership.py"),
     script:
         "../workflow/scripts/canaries_membership.py"
 
@@ -169,7 +159,7 @@ rule canary_report:
         digits=CANARIES["digits"],
         template=lambda wildcards: CANARIES["template"],  # holds "{secret}": no expansion
         style=config["figure_style"],
-        code=module_digest("mlmia.memorization.canaries"),
+        code=library_code("canaries_report.py"),
     script:
         "../workflow/scripts/canaries_report.py"
 
@@ -198,6 +188,6 @@ rule one_run_canaries:
         digits=CANARIES["digits"],
         canaries=config.get("dp_audit", {}).get("canaries", {}).get("count", 0),
         seed=config.get("dp_audit", {}).get("canaries", {}).get("seed", 0),
-        code=module_digest("mlmia.memorization.canaries", "mlmia.models.tokenizer"),
+        code=library_code("one_run_canaries.py"),
     script:
         "../workflow/scripts/one_run_canaries.py"

@@ -2,9 +2,10 @@
 # attacks, alphas and FPRs each experiment's metrics hold, where a model lies, how many
 # shards a sample table gets) is STUDY's (mlmia.study.study).
 import re
+from pathlib import Path
 
 from mlmia.attacks.base import attack_modules
-from mlmia.core.provenance import module_digest
+from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.study.study import CORPORA, is_hub_id
@@ -15,6 +16,15 @@ DATASETS = config.get("datasets", {})  # sample sets read from the user's files
 IMPORTED = config.get("imported", {}).get("datasets", {})  # published scores
 RAW = config.get("raw", {})
 CORPUS_TABLES = {name: STUDY.corpus_table(name) for name in CORPORA}
+
+
+def library_code(script):
+    """A digest of the library code that workflow/scripts/`script` runs, for a rule's params: the
+    modules it imports, transitively (mlmia.core.provenance), and, when it reaches the attack
+    registry, every registered attack's module (loaded by name, a user's own included)."""
+    path = Path(workflow.basedir) / "workflow" / "scripts" / script
+    registry = "mlmia.attacks.base" in import_closure(path)
+    return script_digest(path, *(attack_modules() if registry else []))
 
 
 def result(path):

@@ -10,7 +10,7 @@ rule build_corpora:
         "../envs/mlmia.yaml"
     params:
         corpus=config["corpus"],
-        code=module_digest("mlmia.world.corpus"),
+        code=library_code("build_corpora.py"),
     script:
         "../workflow/scripts/build_corpora.py"
 
@@ -28,7 +28,7 @@ rule select_samples:
         "../envs/mlmia.yaml"
     params:
         samples=config["samples"],
-        code=module_digest("mlmia.world.samples", "mlmia.data.manifest"),
+        code=library_code("select_samples.py"),
     script:
         "../workflow/scripts/select_samples.py"
 
@@ -44,6 +44,6 @@ rule train_tokenizer:
         "../envs/mlmia.yaml"
     params:
         tokenizer=config["tokenizer"],
-        code=module_digest("mlmia.models.tokenizer"),
+        code=library_code("train_tokenizer.py"),
     script:
         "../workflow/scripts/train_tokenizer.py"

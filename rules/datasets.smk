@@ -20,7 +20,7 @@ if "mimic" in RAW:
             categories=RAW["mimic"]["categories"],
             patients=RAW["mimic"]["patients"],
             seed=RAW["seed"],
-            code=module_digest("mlmia.data.raw"),
+            code=library_code("import_mimic_notes.py"),
         script:
             "../workflow/scripts/import_mimic_notes.py"
 
@@ -41,7 +41,7 @@ if "i2b2" in RAW:
         params:
             patients=RAW["i2b2"]["patients"],
             seed=RAW["seed"],
-            code=module_digest("mlmia.data.raw"),
+            code=library_code("import_i2b2_notes.py"),
         script:
             "../workflow/scripts/import_i2b2_notes.py"
 
@@ -64,8 +64,6 @@ rule prepare_dataset:
         key="datasets.{dataset}",
         tokenizer=lambda wildcards: STUDY.dataset_tokenizer(wildcards.dataset),
         requirements=lambda wildcards: STUDY.dataset_requirements(wildcards.dataset),
-        code=module_digest(
-            "mlmia.data.datasets", "mlmia.data.manifest", "mlmia.core.io"
-        ),
+        code=library_code("prepare_dataset.py"),
     script:
         "../workflow/scripts/prepare_dataset.py"

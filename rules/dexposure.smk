@@ -78,7 +78,7 @@ rule dexposure_notes:
         "../envs/mlmia.yaml"
     params:
         settings={key: DEXPOSURE[key] for key in DEXPOSURE_PHI_KEYS},
-        code=module_digest("mlmia.world.phi", "mlmia.world.corpus"),
+        code=library_code("dexposure_notes.py"),
     script:
         "../workflow/scripts/dexposure_notes.py"
 
@@ -95,7 +95,7 @@ rule dexposure_tokenizer:
     params:
         tokenizer=config["tokenizer"],
         max_length=DEXPOSURE["model"]["max_length"],
-        code=module_digest("mlmia.models.tokenizer"),
+        code=library_code("dexposure_tokenizer.py"),
     script:
         "../workflow/scripts/dexposure_tokenizer.py"
 
@@ -124,12 +124,7 @@ rule dexposure_train:
         settings=lambda wildcards: DEXPOSURE_TRAINING[wildcards.setting],
         phrase=lambda wildcards: DEXPOSURE["phrase"],
         device=DEXPOSURE["device"],
-        code=module_digest(
-            "mlmia.memorization.dexposure",
-            "mlmia.memorization.exposure",
-            "mlmia.world.phi",
-            "mlmia.models.tokenizer",
-        ),
+        code=library_code("dexposure_train.py"),
     script:
         "../workflow/scripts/dexposure_train.py"
 
@@ -153,7 +148,7 @@ rule dexposure_report:
         table2_rows=8,
         overfit=DEXPOSURE["overfit"],
         style=config["figure_style"],
-        code=module_digest("mlmia.memorization.dexposure", "mlmia.world.phi"),
+        code=library_code("dexposure_report.py"),
     script:
         "../workflow/scripts/dexposure_report.py"
 

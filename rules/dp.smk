@@ -30,7 +30,7 @@ rule dp_bounds:
             "bootstrap": config["metrics"]["bootstrap"],
             "seed": config["metrics"]["seed"],
         },
-        code=module_digest("mlmia.defences", "mlmia.metrics", *attack_modules()),
+        code=library_code("dp_bounds.py"),
     script:
         "../workflow/scripts/dp_bounds.py"
 
@@ -48,7 +48,7 @@ rule dp_figure:
     params:
         fpr=config.get("dp_audit", {}).get("fpr", 0.01),
         style=config["figure_style"],
-        code=module_digest("mlmia.defences.figure", "mlmia.report.figures"),
+        code=library_code("dp_figure.py"),
     script:
         "../workflow/scripts/dp_figure.py"
 
@@ -76,6 +76,6 @@ if STUDY.one_run_targets():
             guess_share=config["dp_audit"]["canaries"]["guess_share"],
             confidence=config["dp_audit"]["confidence"],
             device=config["scoring"]["device"],
-            code=module_digest("mlmia.defences.audit", "mlmia.memorization.canaries"),
+            code=library_code("dp_one_run.py"),
         script:
             "../workflow/scripts/dp_one_run.py"

@@ -14,8 +14,6 @@ rule exposure:
         embedding_model=lambda wildcards: STUDY.model_dir(
             config["exposure"]["embedding_model"]
         ),
-        code=module_digest(
-            "mlmia.memorization", "mlmia.models.loading", *attack_modules()
-        ),
+        code=library_code("exposure.py"),
     script:
         "../workflow/scripts/exposure.py"

@@ -15,7 +15,7 @@ rule render_figure:
     params:
         spec=lambda wildcards: STUDY.figures[wildcards.figure],
         style=config["figure_style"],
-        code=module_digest("mlmia.report.figures", *attack_modules()),
+        code=library_code("render_figure.py"),
     script:
         "../workflow/scripts/render_figure.py"
 

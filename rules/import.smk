@@ -12,7 +12,7 @@ rule import_manifest:
     params:
         dataset=lambda wildcards: IMPORTED[wildcards.dataset],
         root=lambda wildcards: config["imported"]["root"],
-        code=module_digest("mlmia.data.importing", "mlmia.core.io"),
+        code=library_code("import_manifest.py"),
     script:
         "../workflow/scripts/import_manifest.py"
 
@@ -32,6 +32,6 @@ rule import_model_scores:
     params:
         dataset=lambda wildcards: IMPORTED[wildcards.dataset],
         root=lambda wildcards: config["imported"]["root"],
-        code=module_digest("mlmia.data.importing", "mlmia.core.io"),
+        code=library_code("import_model_scores.py"),
     script:
         "../workflow/scripts/import_model_scores.py"

@@ -18,7 +18,7 @@ rule paper_comparison:
         "../envs/mlmia.yaml"
     params:
         world=config["world"],
-        code=module_digest("mlmia.report.comparison", "mlmia.report.tables"),
+        code=library_code("paper_comparison.py"),
     script:
         "../workflow/scripts/paper_comparison.py"
 
@@ -40,7 +40,7 @@ rule findings:
     params:
         checks=STUDY.finding_checks("default"),
         world=config["world"],
-        code=module_digest("mlmia.report.findings", "mlmia.metrics.bootstrap"),
+        code=library_code("findings.py"),
     script:
         "../workflow/scripts/findings.py"
 
@@ -61,7 +61,7 @@ rule group_findings:
     params:
         checks=lambda wildcards: STUDY.finding_checks(wildcards.group),
         world=config["world"],
-        code=module_digest("mlmia.report.findings", "mlmia.metrics.bootstrap"),
+        code=library_code("findings.py"),
     script:
         "../workflow/scripts/findings.py"
 

@@ -20,20 +20,12 @@ rule score_shard:
     params:
         shard=lambda wildcards: int(wildcards.shard),
         shards=lambda wildcards: STUDY.shards(wildcards.dataset),
-        # K only matters to the masked energy: normalized scores ignore changes to it.
-        k=lambda wildcards: (
-            config["scoring"]["k"] if wildcards.energy == "masked" else 1
-        ),
-        seed=config["scoring"]["seed"],
-        reduction=config["scoring"]["reduction"],
-        batch_size=config["scoring"]["batch_size"],
-        device=config["scoring"]["device"],
-        precision=config["scoring"]["precision"],
-        mask_count=config["scoring"]["mask_count"],
-        truncate=config["scoring"]["truncate"],
+        # one object for every scoring rule; K only matters to the masked energy, so
+        # normalized scores ignore changes to it
+        scoring=lambda wildcards: STUDY.scoring(wildcards.energy),
         model=lambda wildcards: STUDY.model_dir(wildcards.model),
         tokenizer=lambda wildcards: MODELS.get(wildcards.model, {}).get("tokenizer"),
-        code=module_digest("mlmia.scoring", "mlmia.models.loading", "mlmia.core.io"),
+        code=library_code("score_shard.py"),
     script:
         "../workflow/scripts/score_shard.py"
 
@@ -50,6 +42,6 @@ rule join_scores:
     conda:
         "../envs/mlmia.yaml"
     params:
-        code=module_digest("mlmia.core.io"),
+        code=library_code("join_scores.py"),
     script:
         "../workflow/scripts/join_scores.py"

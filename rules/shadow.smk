@@ -14,7 +14,7 @@ rule shadow_corpus:
     conda:
         "../envs/mlmia.yaml"
     params:
-        code=module_digest("mlmia.world.subcorpora"),
+        code=library_code("shadow_corpus.py"),
     script:
         "../workflow/scripts/shadow_corpus.py"
 
@@ -36,7 +36,7 @@ rule shadow_split:
     params:
         settings=config.get("shadow", {}),
         names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
-        code=module_digest("mlmia.shadow"),
+        code=library_code("shadow_split.py"),
     script:
         "../workflow/scripts/shadow_split.py"
 
@@ -59,7 +59,7 @@ rule shadow_features:
     threads: config["scoring"]["threads"]
     params:
         seed=config.get("shadow", {}).get("seed", 0),
-        code=module_digest("mlmia.shadow", "mlmia.models.loading"),
+        code=library_code("shadow_features.py"),
     script:
         "../workflow/scripts/shadow_features.py"
 
@@ -83,6 +83,6 @@ rule shadow_tables:
     params:
         settings=config.get("shadow", {}),
         names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
-        code=module_digest("mlmia.shadow"),
+        code=library_code("shadow_tables.py"),
     script:
         "../workflow/scripts/shadow_tables.py"

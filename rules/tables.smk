@@ -22,7 +22,7 @@ rule render_table:
         },
         paper_values=lambda wildcards: STUDY.paper_values.get(wildcards.table, {}),
         protocols=config["metrics"]["protocols"],
-        code=module_digest("mlmia.report.tables", "mlmia.study"),
+        code=library_code("render_table.py"),
     script:
         "../workflow/scripts/render_table.py"
 

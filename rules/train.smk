@@ -22,8 +22,6 @@ rule train_model:
         model=lambda wildcards: STUDY.training_spec(wildcards.model)["settings"],
         name="{model}",
         device=config["training"]["device"],
-        code=module_digest(
-            "mlmia.models.training", "mlmia.models.loading", "mlmia.defences.dp_sgd"
-        ),
+        code=library_code("train_model.py"),
     script:
         "../workflow/scripts/train_model.py"

@@ -20,7 +20,7 @@ rule reference_splits:
         names=STUDY.reference_pool(),
         seed=lambda wildcards: config["references"]["seed"],
         online=lambda wildcards: config["references"]["online"],
-        code=module_digest("mlmia.data.splits"),
+        code=library_code("reference_splits.py"),
     script:
         "../workflow/scripts/reference_splits.py"
 
@@ -44,6 +44,6 @@ rule make_neighbours:
         model=lambda wildcards: STUDY.model_dir(config["neighbours"]["model"]),
         neighbours=lambda wildcards: config["neighbours"]["count"],
         seed=lambda wildcards: config["neighbours"]["seed"],
-        code=module_digest("mlmia.scoring.neighbours", "mlmia.models.loading"),
+        code=library_code("make_neighbours.py"),
     script:
         "../workflow/scripts/make_neighbours.py"

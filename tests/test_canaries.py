@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from scipy import stats
-from workflow_helpers import copy_workflow, planned_jobs, run_snakemake, write_config
+from workflow_helpers import copy_workflow, edit_yaml, planned_jobs, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
 from mlmia.memorization.canaries import (
@@ -326,3 +326,9 @@ def test_snakemake_canaries_on_the_ci_config(tmp_path):
     assert "canary" in logs
     assert not any(" ".join(secret) in logs for secret in canaries["secret"])
     assert planned_jobs(tmp_path, "canaries", "--configfile", str(config)) == []  # up to date
+    # the scoring settings reach canary scoring as they reach the paper's: truncation replans it
+    truncating = tmp_path / "truncate.yaml"
+    truncating.write_text(config.read_text())
+    edit_yaml(truncating, scoring__truncate=True)
+    replanned = {rule for rule, _ in planned_jobs(tmp_path, "canaries", "--configfile", str(truncating))}
+    assert "canary_membership_scores" in replanned

@@ -6,10 +6,12 @@ from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
 from mlmia.models.loading import load_mlm
 from mlmia.scoring.energy import score_samples
+from mlmia.scoring.settings import ScoringSettings
 
 
 def main(snakemake):
     inputs, params = snakemake.input, snakemake.params
+    settings = ScoringSettings(**params.scoring)
     canaries = pd.read_parquet(inputs.canaries)
     samples = canaries[["canary_id", "text"]].rename(columns={"canary_id": "sample_id"})
     models = {
@@ -18,20 +20,15 @@ def main(snakemake):
     }
     frames = []
     for role, (where, tokenizer_path) in models.items():
-        model, tokenizer = load_mlm(where, params.device, tokenizer=tokenizer_path)
+        model, tokenizer = load_mlm(where, settings.device, tokenizer=tokenizer_path)
         scores = score_samples(
             model,
             tokenizer,
             samples,
             energy=params.energy,
-            k=params.k,
-            seed=params.seed,
-            reduction=params.reduction,
-            batch_size=params.batch_size,
             model_name=role,
             num_threads=snakemake.threads,
-            mask_count=params.mask_count,
-            precision=params.precision,
+            **settings.score_arguments(),
         )
         frames.append(scores.assign(role=role))
     write_parquet(pd.concat(frames, ignore_index=True), snakemake.output[0])

@@ -20,6 +20,7 @@ from mlmia.core.logs import get_logger
 from mlmia.data.datasets import count_rows, dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
+from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
 from mlmia.study.audit import audit_spec
 from mlmia.study.experiment import NEIGHBOUR_SET, Experiment
@@ -570,6 +571,11 @@ class Study:
 
     def neighbour_sets(self) -> list[str]:
         return sorted({e.neighbour_set for e in self.experiments.values() if e.neighbours})
+
+    def scoring(self, energy: str = "masked") -> dict:
+        """The scoring settings of energy kind `energy`, for every rule that scores
+        (`mlmia.scoring.settings.ScoringSettings`)."""
+        return ScoringSettings.from_config(self.config["scoring"], energy).as_params()
 
     def shards(self, dataset: str) -> int:
         """Scoring jobs per (model, energy kind) of a sample table: a user dataset's `shards`,

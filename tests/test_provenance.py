@@ -1,0 +1,68 @@
+"""Code digests derived from what a workflow script imports (mlmia.core.provenance)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from mlmia.core.provenance import import_closure, imported_modules, script_digest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "workflow" / "scripts"
+
+
+def test_imports_inside_functions_relative_ones_and_from_imports_of_modules_count():
+    source = """
+import os
+from mlmia.core.errors import UserError
+
+def late():
+    from mlmia.report import findings
+    import mlmia.metrics.bootstrap
+"""
+    found = imported_modules(source)
+    assert found == {"mlmia.core.errors", "mlmia.report", "mlmia.report.findings", "mlmia.metrics.bootstrap"}
+    # `from . import x` inside mlmia.report.tables is mlmia.report.x; `from .. import y` climbs one more
+    relative = "from .findings import check_findings\nfrom ..metrics import bootstrap\n"
+    assert imported_modules(relative, "mlmia.report.tables") == {
+        "mlmia.report.findings", "mlmia.metrics", "mlmia.metrics.bootstrap",
+    }  # fmt: skip
+    # in a package's __init__, `.` is the package itself
+    assert imported_modules("from .base import Attack\n", "mlmia.attacks", is_package=True) == {"mlmia.attacks.base"}
+
+
+def test_the_closure_follows_modules_transitively_with_the_packages_above_them(tmp_path):
+    script = tmp_path / "step.py"
+    script.write_text("def main():\n    from mlmia.report.findings import check_findings\n")
+    closure = set(import_closure(script))
+    # mlmia.report.findings imports mlmia.report.tables, which imports mlmia.metrics.protocols
+    assert {"mlmia", "mlmia.report", "mlmia.report.findings", "mlmia.report.tables"} <= closure
+    assert "mlmia.scoring.energy" not in closure
+    assert set(import_closure(script, "mlmia.scoring.energy")) >= closure | {"mlmia.scoring", "mlmia.scoring.energy"}
+
+
+def _digest_with(copy: Path, script: Path) -> str:
+    code = f"from mlmia.core.provenance import script_digest; print(script_digest({str(script)!r}))"
+    env = {"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_an_edit_reached_only_through_another_module_changes_the_digest_and_one_elsewhere_does_not(tmp_path):
+    shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
+    findings = SCRIPTS / "findings.py"
+    assert "mlmia.report.tables" not in imported_modules(findings.read_text())  # reached through report.findings
+    before = _digest_with(tmp_path, findings)
+    assert before.strip() == script_digest(findings)  # the copy is what is digested, and it is unchanged
+    energy = tmp_path / "mlmia" / "scoring" / "energy.py"
+    energy.write_text(energy.read_text() + "\n# an edit to the scorer\n")
+    assert _digest_with(tmp_path, findings) == before
+    tables = tmp_path / "mlmia" / "report" / "tables.py"
+    tables.write_text(tables.read_text() + "\n# an edit to the table renderer\n")
+    assert _digest_with(tmp_path, findings) != before
+
+
+def test_every_script_reaches_the_step_runner_in_mlmia_core():
+    for script in sorted(SCRIPTS.glob("*.py")):
+        assert "mlmia.core.runner" in import_closure(script), script.name
