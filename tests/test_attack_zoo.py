@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlmia.attacks import get_attack
+from mlmia.attacks import attack_names, get_attack
 from mlmia.attacks.base import Attack
 from mlmia.attacks.table import SAMPLE_FEATURES, build_attack_table
 from mlmia.core.errors import UserError
@@ -15,6 +15,8 @@ from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estima
 ZOO = (
     "zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood", "pll_word_l2r",
 )  # fmt: skip
+#: every registered attack: the paper's, the zoo's and any other a module of mlmia.attacks defines
+REGISTERED = tuple(attack_names())
 LN = math.log
 
 
@@ -34,14 +36,50 @@ def one_line_error(attack, frame, match):
 # ------------------------------------------------------------------ the registry
 
 
-@pytest.mark.parametrize("name", ZOO)
-def test_registry_finds_every_attack_and_it_cites_its_paper(name):
+def test_the_registry_holds_the_papers_attacks_and_the_zoo():
+    assert {"loss", "likelihood_ratio", "likelihood_ratio_normalized", *ZOO} <= set(REGISTERED)
+
+
+def contract_table(attack: Attack, rng: np.random.Generator) -> pd.DataFrame:
+    """An attack table with every column `attack` reads, of every role, values of the right kind."""
+    roles = ["member"] * 4 + ["member_heldin"] * 2 + ["nonmember"] * 4 + ["population"] * 4
+    n = len(roles)
+    t = pd.DataFrame({"sample_id": [f"s{i}" for i in range(n)], "group_id": [f"p{i}" for i in range(n)],
+                      "role": roles, "source": "a"})  # fmt: skip
+    for column in attack.columns():
+        if column == "references_in":  # two IN and two OUT references for every row
+            t[column] = [[True, False, True, False] if i % 2 else [False, True, False, True] for i in range(n)]
+        elif column.startswith(("references_", "neighbours_")):
+            t[column] = [list(rng.normal(3.0, 0.3, 4)) for _ in range(n)]
+        elif column.endswith("_token_var"):
+            t[column] = [list(rng.uniform(0.1, 1.0, 6)) for _ in range(n)]
+        elif column.endswith(("_token_logp", "_token_mean")):
+            t[column] = [list(-rng.exponential(2.0, 6)) for _ in range(n)]
+        elif column.endswith("_member_probability"):
+            t[column] = rng.uniform(0.05, 0.95, n)
+        else:  # an energy or a byte count: positive numbers
+            t[column] = rng.uniform(1.0, 4.0, n)
+    return t
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_every_registered_attack_keeps_the_contract(name):
     attack = get_attack(name)
     assert isinstance(attack, Attack) and attack.name == name and attack.label
     doc = type(attack).__doc__
-    assert any(str(year) in doc for year in (2021, 2022, 2023, 2024, 2025)), "the docstring cites the paper's year"
+    assert any(str(y) in doc for y in range(2014, 2027)), "the docstring cites the paper's year"
     assert attack.params == type(attack).parameters
     assert attack.columns() and all(isinstance(c, str) for c in attack.columns())
+    t = contract_table(attack, np.random.default_rng(0))
+    statistic = np.asarray(attack.statistic(t), dtype=float)
+    assert statistic.shape == (len(t),)
+    scored = t["role"].isin(attack.scored_roles or t["role"].unique()).to_numpy()
+    assert np.isfinite(statistic[scored]).all(), "finite on every row of the roles it scores"
+    sign = -1.0 if attack.lower_is_member else 1.0
+    np.testing.assert_array_equal(attack.member_score(t)[scored], sign * statistic[scored])
+    if not attack.reads_other_rows():  # a row-local statistic is the same on any part of the table
+        part = t.iloc[[0, 7, 3]].reset_index(drop=True)
+        np.testing.assert_allclose(attack.statistic(part), statistic[[0, 7, 3]], rtol=1e-12)
 
 
 def test_parameters_override_defaults_and_unknown_ones_are_refused():

@@ -87,6 +87,9 @@ def cli_case(case_id, tmp_path, model_dir):
     if case_id == "cli-samples-duplicate-id":
         samples_csv(tmp_path, rows=[f"007,{TEXTS[0]}", f"7,{TEXTS[1]}", f"007,{TEXTS[2]}"])
         return score(), ["samples.csv: row 3: duplicate sample_id '007'"]
+    if case_id == "cli-samples-text-as-id":  # the header names the note column as the id column
+        samples_csv(tmp_path, rows=[f"{TEXTS[0]},s0", f"{TEXTS[1]},s1", f"{TEXTS[0]},s2"])
+        return score(), ["samples.csv: row 3: duplicate sample_id (a sample_id value that is not id-like: not shown)"]
     if case_id == "cli-samples-not-utf8":
         s.write_bytes(b"sample_id,text\na,caf\xe9 " + MARKER.encode() + b"\n")
         return score(), ["samples.csv: not UTF-8 text"]
@@ -133,6 +136,7 @@ def cli_case(case_id, tmp_path, model_dir):
 CLI_CASES = [
     "cli-out-is-the-input", "cli-out-is-a-directory", "cli-out-parent-is-a-file", "cli-samples-missing",
     "cli-samples-no-text-column", "cli-samples-header-only", "cli-samples-empty-text", "cli-samples-duplicate-id",
+    "cli-samples-text-as-id",
     "cli-samples-not-utf8", "cli-samples-unknown-format", "cli-samples-bad-jsonl", "cli-samples-over-long",
     "cli-model-missing",
     "cli-model-no-config", "cli-model-truncated-weights", "cli-tokenizer-vocabulary-mismatch", "cli-masks-zero",

@@ -11,6 +11,7 @@ from mlmia.metrics.bootstrap import PatientResampler, multiplicities
 from mlmia.metrics.classification import (
     auc,
     population_threshold,
+    precision_recall,
     published_threshold,
     resolvable,
     roc,
@@ -318,6 +319,71 @@ def test_the_registry_refuses_duplicates_and_unknown_names():
 
     with pytest.raises(UserError, match="needs a `name`"):
         register(Nameless)
+
+
+@pytest.mark.parametrize(
+    "labels, scores, message",
+    [
+        ([1, 0, 1], [0.1, 0.2], "inconsistent numbers of samples: 3 labels and 2 scores"),
+        ([1, 0, 2], [0.1, 0.2, 0.3], "labels must be binary"),
+        ([1, 0, 1], [0.1, np.nan, 0.3], "1 value.* not finite"),
+        ([1, 0, 1], [0.1, np.inf, 0.3], "not finite"),
+    ],
+)
+def test_metrics_check_their_inputs_as_scikit_learn_does(labels, scores, message):
+    for metric in (auc, roc, lambda y, s: tpr_at_fpr(y, s, 0.5)):
+        with pytest.raises(UserError, match=message) as info:
+            metric(labels, scores)
+        assert "\n" not in str(info.value)
+    # the same inputs make scikit-learn refuse too
+    with pytest.raises(ValueError):
+        roc_auc_score(labels, scores)
+
+
+def test_precision_recall_and_thresholds_refuse_what_they_cannot_rank():
+    with pytest.raises(UserError, match="1 labels and 2 predictions"):
+        precision_recall([1], [True, False])
+    with pytest.raises(UserError, match="predictions must be binary"):
+        precision_recall([1, 0], [0.5, 1])
+    with pytest.raises(UserError, match="population scores hold 1 value"):
+        population_threshold(np.array([0.1, np.nan, 0.3]), 0.1)
+    with pytest.raises(UserError, match="non-member scores"):
+        published_threshold(np.array([np.nan, 0.2]), 0.1)
+
+
+def test_rows_an_attack_does_not_score_are_dropped_before_the_metrics():
+    # "members_only" is defined on members and non-members only (NaN elsewhere), as LiRA online
+    table = random_attack_table(np.random.default_rng(9), n_members=90, n_nonmembers=60)
+
+    class MembersOnly(Attack):
+        name = "members_only_for_test"
+        label = "members only"
+        inputs = {"target": ("energy",)}
+        scored_roles = ("member", "nonmember")
+
+        def statistic(self, t):
+            out = t["target_energy"].to_numpy(dtype=float).copy()
+            out[~t["role"].isin(("member", "nonmember")).to_numpy()] = np.nan
+            return out
+
+    class Undeclared(MembersOnly):
+        name = "undeclared_nan_for_test"
+        scored_roles = None
+
+    register(MembersOnly)
+    register(Undeclared)
+    m = attack_metrics(table, settings(attacks=("loss", "members_only_for_test"), bootstrap=20))
+    # its AUC is the loss's (the same statistic) on the same rows, draws and resamples
+    mine, loss = value(m, "auc", "members_only_for_test"), value(m, "auc", "loss")
+    assert mine.value == loss.value and (mine.ci_low, mine.ci_high) == (loss.ci_low, loss.ci_high)
+    # no threshold on a role it does not score: no precision or recall at all for it
+    assert not ((m.attack == "members_only_for_test") & m.metric.isin(["precision", "recall"])).any()
+    assert ((m.attack == "loss") & (m.metric == "precision")).any()
+    curves = roc_points(table, ["members_only_for_test", "loss"])
+    assert list(dict.fromkeys(curves.attack)) == ["members_only_for_test", "loss"]
+    # a NaN statistic on a row it claims to score is an error naming the attack and the row
+    with pytest.raises(UserError, match="attack 'undeclared_nan_for_test': sample member_heldin0 .* not a finite"):
+        attack_metrics(table, settings(attacks=("undeclared_nan_for_test",)))
 
 
 def test_counts_per_role_come_with_the_metrics():

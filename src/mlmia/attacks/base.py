@@ -48,7 +48,7 @@ INPUT_ROLES = ("target", "reference", "references", "neighbours", "sample")
 MODEL_ROLES = ("target", "reference", "references", "neighbours")
 ENTRY_POINT_GROUP = "mlmia.attacks"
 #: modules of this package that hold no attack
-_NOT_ATTACKS = ("base", "table")
+_NOT_ATTACKS = ("base", "shared", "table")
 
 
 class Attack:
@@ -62,6 +62,9 @@ class Attack:
     - `row_local`: True when a row's statistic reads that row only (False: it compares the
       row with others, as RMIA's population or a pooled variance does, so it is computed
       once on the whole table and never on a part of it);
+    - `scored_roles`: the roles of the rows its statistic is defined on (None: every role);
+      the metrics drop the other rows for this attack before they compute anything, and a
+      threshold taken on a role it does not score is not computed for it;
     - `parameters`: the attack's settings and their defaults; `self.params` holds them with
       the config's values (``attacks.<name>``) applied.
     """
@@ -72,6 +75,7 @@ class Attack:
     lower_is_member: ClassVar[bool] = True
     aggregates: ClassVar[bool] = True
     row_local: ClassVar[bool] = True
+    scored_roles: ClassVar[tuple[str, ...] | None] = None
     parameters: ClassVar[dict[str, object]] = {}
 
     def __init__(self, **params) -> None:

@@ -6,79 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.core.errors import UserError
-
-#: how σ is estimated: from each sample's own references, or one pooled over all samples
-VARIANCES = ("per_sample", "global")
-
-
-def _ids(table: pd.DataFrame) -> list:
-    return table["sample_id"].tolist() if "sample_id" in table.columns else list(table.index)
-
-
-def check_params(attack: str, params: dict) -> tuple[str, float]:
-    """(variance, σ floor) of a LiRA attack's parameters, checked."""
-    variance = params["variance"]
-    if variance not in VARIANCES:
-        raise UserError(f"config key attacks.{attack}.variance: use one of {', '.join(VARIANCES)}, got {variance!r}")
-    try:
-        floor = float(params["min_sigma"])
-    except (TypeError, ValueError):
-        floor = float("nan")
-    if not floor > 0:
-        raise UserError(
-            f"config key attacks.{attack}.min_sigma: a positive number is needed, got {params['min_sigma']!r}"
-        )
-    return variance, floor
-
-
-def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Each row's reference energies split by membership: (OUT lists, IN lists). A row with no
-    OUT reference (with `need_in`, no IN reference) is a UserError naming the sample."""
-    outs, ins = [], []
-    for sid, energies, member in zip(_ids(table), table["references_energy"].tolist(), table["references_in"].tolist()):
-        energies = np.asarray(energies if energies is not None else [], dtype=float).reshape(-1)
-        member = np.asarray(member if member is not None else [], dtype=bool).reshape(-1)
-        if energies.size != member.size:
-            raise UserError(f"attack {attack}: sample {sid}: references_energy and references_in differ in length")
-        if not np.isfinite(energies).all():
-            raise UserError(f"attack {attack}: sample {sid}: a reference energy is not a finite number")
-        out, inside = energies[~member], energies[member]
-        if out.size == 0:
-            raise UserError(f"attack {attack}: sample {sid} has no OUT reference (every reference was trained on it)")
-        if need_in and inside.size == 0:
-            raise UserError(f"attack {attack}: sample {sid} has no IN reference (no reference was trained on it)")
-        outs.append(out)
-        ins.append(inside)
-    return outs, ins
-
-
-def gaussian_fit(
-    groups: list[np.ndarray], variance: str, floor: float, attack: str, side: str, ids: list
-) -> tuple[np.ndarray, np.ndarray]:
-    """(μ, σ) per row of one side's reference energies: μ the row's mean; σ the row's sample
-    standard deviation (``per_sample``, at least two references needed) or the pooled
-    within-row standard deviation of all rows (``global``: sqrt(Σ_rows Σ (e − μ_row)² /
-    Σ_rows (n_row − 1))); σ at least `floor`."""
-    mu = np.array([g.mean() for g in groups], dtype=float)
-    if variance == "per_sample":
-        for sid, g in zip(ids, groups):
-            if g.size < 2:
-                raise UserError(
-                    f"attack {attack}: sample {sid} has {g.size} {side} reference; variance per_sample needs "
-                    "at least 2 (use variance: global)"
-                )
-        sigma = np.array([g.std(ddof=1) for g in groups], dtype=float)
-    else:
-        dof = sum(g.size - 1 for g in groups)
-        if dof == 0:
-            raise UserError(
-                f"attack {attack}: no sample has two {side} references, so the global variance cannot be estimated "
-                "(it needs more reference models)"
-            )
-        pooled = float(np.sqrt(sum(float(np.square(g - g.mean()).sum()) for g in groups) / dof))
-        sigma = np.full(len(groups), pooled)
-    return mu, np.maximum(sigma, floor)
+from mlmia.attacks.shared import check_lira_params, gaussian_fit, reference_sides, row_ids
 
 
 class LiraOffline(Attack):
@@ -118,7 +46,7 @@ class LiraOffline(Attack):
         return self.params["variance"] == "global"  # σ pooled over the table's rows
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
-        variance, floor = check_params(self.name, self.params)
+        variance, floor = check_lira_params(self.name, self.params)
         outs, _ = reference_sides(table, self.name, need_in=False)
-        mu, sigma = gaussian_fit(outs, variance, floor, self.name, "OUT", _ids(table))
+        mu, sigma = gaussian_fit(outs, variance, floor, self.name, "OUT", row_ids(table))
         return (table["target_energy"].to_numpy(dtype=float) - mu) / sigma

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.lira_offline import _ids, check_params, gaussian_fit, reference_sides
+from mlmia.attacks.shared import check_lira_params, gaussian_fit, reference_sides, row_ids
 
 
 def log_normal(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
@@ -29,13 +29,15 @@ class LiraOnline(Attack):
     standard deviations; at least two IN and two OUT references each); `min_sigma` (default
     1e-3) floors both. Every member and non-member needs at least one IN and one OUT
     reference; held-in and population rows (never trained on by a reference) get no
-    statistic (NaN). Higher means "member"."""
+    statistic (NaN; `scored_roles`: the metrics drop them, so no population threshold is
+    defined for this attack). Higher means "member"."""
 
     name = "lira_online"
     label = "LiRA (online)"
     inputs = {"target": ("energy",), "references": ("energy",)}
     lower_is_member = False
     aggregates = True
+    scored_roles = ("member", "nonmember")
     parameters = {"variance": "global", "min_sigma": 1e-3}
 
     def reads_other_rows(self) -> bool:
@@ -52,9 +54,9 @@ class LiraOnline(Attack):
         if not audited.any():
             return out
         part = table[audited]
-        variance, floor = check_params(self.name, self.params)
+        variance, floor = check_lira_params(self.name, self.params)
         outs, ins = reference_sides(part, self.name, need_in=True)
-        ids = _ids(part)
+        ids = row_ids(part)
         mu_in, sigma_in = gaussian_fit(ins, variance, floor, self.name, "IN", ids)
         mu_out, sigma_out = gaussian_fit(outs, variance, floor, self.name, "OUT", ids)
         energy = part["target_energy"].to_numpy(dtype=float)

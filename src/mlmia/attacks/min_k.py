@@ -2,54 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.core.errors import UserError
-
-
-def check_fraction(attack: str, k) -> float:
-    """k as a float in (0, 1], or a UserError naming the config key."""
-    try:
-        value = float(k)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not 0.0 < value <= 1.0:
-        raise UserError(f"config key attacks.{attack}.k: a fraction in (0, 1] is needed, got {k!r}")
-    return value
-
-
-def n_lowest(k: float, n: int) -> int:
-    """How many of n tokens make the lowest k: ceil(k n), at least one (k n within 1e-9 of an
-    integer counts as that integer, so that 0.1 * 30 is 3, not 4)."""
-    return max(1, math.ceil(k * n - 1e-9))
-
-
-def lowest_mean(values: np.ndarray, k: float) -> float:
-    """The mean of the ceil(k n) smallest of `values`."""
-    m = n_lowest(k, values.size)
-    return float(np.partition(values, m - 1)[:m].mean())
-
-
-def row_ids(table: pd.DataFrame) -> list:
-    """Each row's sample id (the row label where the table has none), for messages."""
-    return table["sample_id"].tolist() if "sample_id" in table.columns else list(table.index)
-
-
-def token_lists(table: pd.DataFrame, column: str, attack: str) -> list[np.ndarray]:
-    """The per-token lists of `column` as float arrays, each non-empty and finite."""
-    out = []
-    for sid, values in zip(row_ids(table), table[column].tolist()):
-        values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
-        if values.size == 0:
-            raise UserError(f"attack {attack}: sample {sid} has no scored tokens ({column})")
-        if not np.isfinite(values).all():
-            raise UserError(f"attack {attack}: sample {sid}: {column} holds a value that is not a finite number")
-        out.append(values)
-    return out
+from mlmia.attacks.shared import check_fraction, lowest_mean, token_lists
 
 
 class MinK(Attack):

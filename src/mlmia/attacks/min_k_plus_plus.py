@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.min_k import check_fraction, lowest_mean, row_ids, token_lists
+from mlmia.attacks.shared import check_fraction, lowest_mean, row_ids, token_lists
 from mlmia.core.errors import UserError
 
 #: σ at or below this is a point mass (the model is certain): z = 0 there

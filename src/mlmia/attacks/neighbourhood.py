@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
+from mlmia.attacks.shared import row_ids
 from mlmia.core.errors import UserError
 
 
@@ -31,7 +32,7 @@ class Neighbourhood(Attack):
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         energy = table["target_energy"].to_numpy(dtype=float)
         out = np.empty(len(table), dtype=float)
-        ids = table["sample_id"].tolist() if "sample_id" in table.columns else list(table.index)
+        ids = row_ids(table)
         for i, values in enumerate(table["neighbours_energy"].tolist()):
             values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
             if values.size == 0:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.lira_offline import _ids, reference_sides
+from mlmia.attacks.shared import reference_sides, row_ids
 from mlmia.core.errors import UserError
 
 
@@ -67,7 +67,7 @@ class Rmia(Attack):
         prior = np.array([np.exp(-g).mean() for g in outs], dtype=float)
         marginal = (1.0 + a) / 2.0 * prior + (1.0 - a) / 2.0
         if not (marginal > 0).all():  # a = 1 and every OUT energy so large that exp underflows
-            sid = _ids(table)[int(np.flatnonzero(~(marginal > 0))[0])]
+            sid = row_ids(table)[int(np.flatnonzero(~(marginal > 0))[0])]
             raise UserError(f"attack {self.name}: sample {sid}: Pr(x) underflows to 0 (OUT energies too large)")
         log_lr = -table["target_energy"].to_numpy(dtype=float) - np.log(marginal)
         reference = np.sort(log_lr[population])

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import attack_names, input_column
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
 #: a neighbour's sample id: "<sample_id>~n<j>" (mlmia.scoring.neighbours)
@@ -86,7 +86,7 @@ def _indexed(scores: pd.DataFrame, model: str, columns: list[str], energy: str, 
     duplicated = scores["sample_id"].duplicated()
     if duplicated.any():
         raise UserError(
-            f"{where}: scores of model {model!r} repeat sample_id {scores['sample_id'][duplicated].iloc[0]!r}"
+            f"{where}: scores of model {model!r} repeat sample_id {shown_id(scores['sample_id'][duplicated].iloc[0])}"
         )
     return scores.set_index("sample_id")
 
@@ -95,7 +95,7 @@ def _values(indexed: pd.DataFrame, ids: pd.Series, column: str, model: str, ener
     absent = ~ids.isin(indexed.index)
     if absent.any():
         raise UserError(
-            f"{where}: model {model!r} has no {energy} score for sample {ids[absent].iloc[0]!r} "
+            f"{where}: model {model!r} has no {energy} score for sample {shown_id(ids[absent].iloc[0])} "
             f"({int(absent.sum())} missing)"
         )
     values = indexed[column].reindex(ids).to_numpy()
@@ -200,7 +200,7 @@ def _neighbour_lists(scores: pd.DataFrame, model: str, ids, column, kind, where)
     absent = ~ids.isin(grouped.index)
     if absent.any():
         raise UserError(
-            f"{where}: sample {ids[absent].iloc[0]!r} has no scored neighbours ({int(absent.sum())} missing)"
+            f"{where}: sample {shown_id(ids[absent].iloc[0])} has no scored neighbours ({int(absent.sum())} missing)"
         )
     return grouped.reindex(ids).tolist()
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 
 
 class Zlib(Attack):
@@ -32,5 +32,7 @@ class Zlib(Attack):
         bad = ~(compressed > 0)
         if bad.any():
             row = table.iloc[int(np.flatnonzero(bad)[0])]
-            raise UserError(f"attack zlib: sample {row.get('sample_id', row.name)}: zlib length is not positive")
+            raise UserError(
+                f"attack zlib: sample {shown_id(row.get('sample_id', row.name), quoted=False)}: zlib length is not positive"
+            )
         return table["target_energy"].to_numpy(dtype=float) / compressed

@@ -3,3 +3,23 @@
 
 class UserError(Exception):
     """Bad input from the user (a file, a row, a config key). Printed as one line."""
+
+
+#: the longest value that a message quotes from an id column
+ID_MAX_LENGTH = 64
+
+
+def looks_like_id(value) -> bool:
+    """Whether `value` looks like an identifier: short, printable, with no whitespace."""
+    text = str(value)
+    return 0 < len(text) <= ID_MAX_LENGTH and text.isprintable() and not any(c.isspace() for c in text)
+
+
+def shown_id(value, column: str = "sample_id", quoted: bool = True) -> str:
+    """How a message shows a value of an id or group column: quoted when it looks like an id;
+    otherwise withheld, since a column taken for the id may hold a note's text (the data we
+    audit is clinical, and text never reaches a message). Say where it is instead: the file,
+    row and column."""
+    if looks_like_id(value):
+        return repr(value) if quoted else str(value)
+    return f"(a {column} value that is not id-like: not shown)"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".jsonl")
 
@@ -125,11 +125,11 @@ def read_samples(path: str | os.PathLike) -> pd.DataFrame:
     dup = df["sample_id"].duplicated(keep="first")
     if dup.any():
         row = int(dup.to_numpy().nonzero()[0][0])
-        raise UserError(f"{path}: row {row + 1}: duplicate sample_id {df['sample_id'].iloc[row]!r}")
+        raise UserError(f"{path}: row {row + 1}: duplicate sample_id {shown_id(df['sample_id'].iloc[row])}")
     blank = df["text"].isna() | (as_text(df["text"]) == "")
     if blank.any():
         row = int(blank.to_numpy().nonzero()[0][0])
-        raise UserError(f"{path}: row {row + 1}: empty text for sample_id {df['sample_id'].iloc[row]!r}")
+        raise UserError(f"{path}: row {row + 1}: empty text for sample_id {shown_id(df['sample_id'].iloc[row])}")
     df["text"] = df["text"].astype(str)
     return df
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import as_text, describe_columns, read_jsonl
 from mlmia.core.logs import get_logger
 from mlmia.data.manifest import (
@@ -328,7 +328,7 @@ def read_dataset(spec: dict, root: str | Path | None = None, key: str = "dataset
             if sample_id in seen:
                 first_path, first_row = seen[sample_id]
                 raise UserError(
-                    f"{path}: row {row + 1}: sample id {sample_id!r} already used by {first_path} row {first_row + 1} "
+                    f"{path}: row {row + 1}: sample id {shown_id(sample_id)} already used by {first_path} row {first_row + 1} "
                     f"(sample ids must be unique across the files of {key})"
                 )
             seen[sample_id] = (path, row)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import as_text, numbers, read_table
 from mlmia.data.manifest import MANIFEST_COLUMNS, ROLES, check_roles_disjoint
 from mlmia.scoring.layout import SCORE_COLUMNS, TOKEN_COLUMNS
@@ -118,7 +118,7 @@ def import_manifest(sets: list[ScoreSet], files: dict[str, dict[str, str]], leng
     manifest = pd.concat(manifests, ignore_index=True)
     duplicated = manifest["sample_id"].duplicated()
     if duplicated.any():
-        raise UserError(f"score import: duplicate sample_id {manifest['sample_id'][duplicated].iloc[0]!r}")
+        raise UserError(f"score import: duplicate sample_id {shown_id(manifest['sample_id'][duplicated].iloc[0])}")
     check_roles_disjoint(manifest, "score import")
     return manifest[MANIFEST_COLUMNS]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.data.manifest import ROLES, TRAINED_ROLES
@@ -416,7 +416,7 @@ def read_names(path: str | os.PathLike) -> dict[str, str]:
     out = {}
     for row, (pid, name) in enumerate(zip(ids, names), start=1):
         if not str(name).strip():
-            raise UserError(f"{path}: row {row}: empty name for patient {pid!r}")
+            raise UserError(f"{path}: row {row}: empty name for patient {shown_id(pid, 'group_id')}")
         out[_norm_id(pid)] = str(name).strip()
     return out
 
@@ -427,6 +427,8 @@ def insert_names(df: pd.DataFrame, names: dict[str, str], key: str) -> pd.DataFr
     trained = df[df["role"].isin(TRAINED_ROLES)].copy()
     missing = sorted(set(trained["patient_id"].astype(str)) - set(names))
     if missing:
-        raise UserError(f"{key}: no name for patient {missing[0]!r} ({len(missing)} trained patients without one)")
+        raise UserError(
+            f"{key}: no name for patient {shown_id(missing[0], 'group_id')} ({len(missing)} trained patients without one)"
+        )
     trained["text"] = trained["patient_id"].astype(str).map(names) + " " + trained["text"].astype(str)
     return trained

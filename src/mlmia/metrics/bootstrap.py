@@ -21,6 +21,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from mlmia.core.errors import shown_id
 from mlmia.core.keys import stable_key
 
 
@@ -59,7 +60,9 @@ class PatientResampler:
             position = {patient: i for i, patient in enumerate(members)}
             missing = [p for p in patients[rows] if p not in position]
             if missing:
-                raise ValueError(f"bootstrap stratum {key}: patient {missing[0]!r} is not in its universe")
+                raise ValueError(
+                    f"bootstrap stratum {key}: patient {shown_id(missing[0], 'group_id')} is not in its universe"
+                )
             self._parts.append(
                 (key, rows, np.array([position[p] for p in patients[rows]], dtype=np.int64), len(members))
             )

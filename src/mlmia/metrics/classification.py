@@ -11,6 +11,42 @@ import math
 
 import numpy as np
 
+from mlmia.core.errors import UserError
+
+
+def check_scores(score, what: str = "scores") -> np.ndarray:
+    """`score` as a 1-d float array of finite numbers; otherwise one clear error (a NaN that
+    reaches a metric is a defect upstream, never a value to rank)."""
+    s = np.asarray(score, dtype=float)
+    if s.ndim != 1:
+        raise UserError(f"metrics: {what} must be one-dimensional, got shape {s.shape}")
+    bad = int(np.count_nonzero(~np.isfinite(s)))
+    if bad:
+        raise UserError(f"metrics: {what} hold {bad} value(s) that are not finite numbers (NaN or infinite)")
+    return s
+
+
+def check_binary(values, what: str = "labels") -> np.ndarray:
+    """`values` as a 1-d boolean array: booleans, or 0 and 1 (1: member); otherwise one clear error."""
+    y = np.asarray(values)
+    if y.ndim != 1:
+        raise UserError(f"metrics: {what} must be one-dimensional, got shape {y.shape}")
+    if y.dtype != bool:
+        if y.size and not np.isin(y, (0, 1)).all():
+            raise UserError(f"metrics: {what} must be binary (1 member, 0 non-member, or booleans)")
+        y = y.astype(bool)
+    return y
+
+
+def check_labels_and_scores(y_true, score) -> tuple[np.ndarray, np.ndarray]:
+    """(labels as booleans, scores as floats), checked as scikit-learn checks a binary
+    classifier's input (`check_consistent_length`, a binary `type_of_target`, finite values):
+    the same length, labels 0/1 or booleans, finite scores."""
+    y, s = check_binary(y_true), check_scores(score)
+    if len(y) != len(s):
+        raise UserError(f"metrics: inconsistent numbers of samples: {len(y)} labels and {len(s)} scores")
+    return y, s
+
 
 def roc(y_true: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """False- and true-positive rates at every distinct threshold, from (0, 0) to (1, 1).
@@ -20,8 +56,7 @@ def roc(y_true: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     point per distinct score (tied units enter together). The same points as
     `sklearn.metrics.roc_curve(..., drop_intermediate=False)`, without the (0, 0) duplicate.
     """
-    y = np.asarray(y_true, dtype=bool)
-    s = np.asarray(score, dtype=float)
+    y, s = check_labels_and_scores(y_true, score)
     order = np.argsort(-s, kind="mergesort")
     s, y = s[order], y[order]
     last_of_tie = np.r_[np.nonzero(np.diff(s))[0], len(s) - 1] if len(s) else np.zeros(0, dtype=int)
@@ -53,7 +88,7 @@ def tpr_at_fpr(y_true: np.ndarray, score: np.ndarray, fpr_max: float) -> float:
     """The largest true-positive rate over thresholds whose false-positive rate is at most
     `fpr_max` (Carlini et al., "Membership inference attacks from first principles", IEEE
     S&P 2022, Section III: TPR at low FPR). NaN where `fpr_max` is not `resolvable`."""
-    y = np.asarray(y_true, dtype=bool)
+    y, score = check_labels_and_scores(y_true, score)
     if not resolvable(fpr_max, int((~y).sum())):
         return math.nan
     fpr, tpr = roc(y, score)
@@ -63,8 +98,9 @@ def tpr_at_fpr(y_true: np.ndarray, score: np.ndarray, fpr_max: float) -> float:
 def precision_recall(y_true: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
     """Precision and recall of "member" (0 precision when nothing is called a member, as
     scikit-learn's `zero_division=0`)."""
-    y = np.asarray(y_true, dtype=bool)
-    p = np.asarray(predicted, dtype=bool)
+    y, p = check_binary(y_true), check_binary(predicted, "predictions")
+    if len(p) != len(y):
+        raise UserError(f"metrics: inconsistent numbers of samples: {len(y)} labels and {len(p)} predictions")
     true_positives = int(np.sum(y & p))
     called = int(p.sum())
     members = int(y.sum())
@@ -75,7 +111,9 @@ def population_threshold(population_score: np.ndarray, alpha: float) -> float:
     """The threshold at which at most a fraction `alpha` of the population is called a member:
     the smallest t with at most floor(alpha n) population scores strictly above it (the
     paper's alpha-quantile of the statistic over population samples, Section 3)."""
-    ordered = np.sort(np.asarray(population_score, dtype=float))[::-1]
+    ordered = np.sort(check_scores(population_score, "population scores"))[::-1]
+    if not len(ordered):
+        raise UserError("metrics: no population score to take a threshold from")
     return float(ordered[min(int(math.floor(alpha * len(ordered))), len(ordered) - 1)])
 
 
@@ -84,7 +122,7 @@ def published_threshold(nonmember_score: np.ndarray, alpha: float) -> float:
     sorts the statistic (lower = member) in descending order and takes element
     int(n (1 - alpha)) + 1 (clipped to the last); here the same element, found from member
     scores (the statistic negated) and returned as a member-score threshold."""
-    ordered = np.sort(-np.asarray(nonmember_score, dtype=float))[::-1]
+    ordered = np.sort(-check_scores(nonmember_score, "non-member scores"))[::-1]
     index = min(int(len(ordered) * (1 - alpha)) + 1, len(ordered) - 1)
     return float(-ordered[index])
 
@@ -92,4 +130,4 @@ def published_threshold(nonmember_score: np.ndarray, alpha: float) -> float:
 def heldin_mean_threshold(heldin_score: np.ndarray) -> float:
     """The loss baseline's mu threshold: the mean over known training samples (held-in
     members), Yeom et al. 2018 (the paper's "threshold at mu")."""
-    return float(np.mean(np.asarray(heldin_score, dtype=float)))
+    return float(np.mean(check_scores(heldin_score, "held-in member scores")))

@@ -24,13 +24,13 @@ Both protocols subsample the members to the non-member count `draws` times and a
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack, get_attack
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.logs import get_logger
 from mlmia.data.manifest import ROLES
 from mlmia.metrics.bootstrap import PatientResampler, percentile_interval
@@ -101,16 +101,43 @@ def check_attack_table(table: pd.DataFrame, attacks: list[Attack], where: str) -
         if bad.any():
             row = table.iloc[int(bad.nonzero()[0][0])]
             label = row.get("sample_id", row.name)
-            raise UserError(f"{where}: sample {label}: {column} is not a finite number")
+            raise UserError(f"{where}: sample {shown_id(label, quoted=False)}: {column} is not a finite number")
+
+
+#: the role each threshold is taken on (corrected protocol)
+THRESHOLD_ROLES = {"population": "population", "heldin_mean": "member_heldin"}
+
+
+def scored_parts(table: pd.DataFrame, attacks: list[Attack]) -> list[tuple[pd.DataFrame, list[Attack]]]:
+    """The attack table split by the roles the attacks score (`Attack.scored_roles`): one part
+    per distinct set, its rows in table order, with the attacks that score them. Rows an attack
+    does not score (LiRA online's held-in and population rows) are dropped here, before any
+    metric, so that an undefined statistic never reaches one."""
+    parts: dict[tuple[str, ...] | None, list[Attack]] = {}
+    for attack in attacks:
+        parts.setdefault(attack.scored_roles, []).append(attack)
+    return [
+        (table if roles is None else table[table["role"].isin(roles)].reset_index(drop=True), chosen)
+        for roles, chosen in parts.items()
+    ]
 
 
 def attack_units(table: pd.DataFrame, attacks: list[Attack], level: str, where: str = "attack table") -> Units:
-    """Each attack's member score per sample, or per patient (the mean over its samples)."""
+    """Each attack's member score per sample, or per patient (the mean over its samples). A
+    statistic that is not a finite number is an error naming the attack and the sample."""
     if level not in LEVELS:
         raise UserError(f"{where}: unknown level {level!r} (use one of {', '.join(LEVELS)})")
     check_attack_table(table, attacks, where)
     table = table.reset_index(drop=True)
     scores = {attack.name: attack.member_score(table) for attack in attacks}
+    for name, score in scores.items():
+        bad = ~np.isfinite(np.asarray(score, dtype=float))
+        if bad.any():
+            row = table.iloc[int(bad.nonzero()[0][0])]
+            raise UserError(
+                f"{where}: attack {name!r}: sample {shown_id(row.get('sample_id', row.name), quoted=False)} (role {row['role']}): the "
+                f"statistic is not a finite number ({int(bad.sum())} rows)"
+            )
     if level == "sample":
         return Units(table, scores)
     for attack in attacks:
@@ -257,32 +284,45 @@ def attack_metrics(
     patients in the same replicate; without it, the table's own patients.
     """
     attacks = [get_attack(name, settings.attack_params.get(name)) for name in settings.attacks]
-    units = attack_units(table, attacks, settings.level, where)
-    rows = _role_rows(units.frame, settings, where)
-    log.info(
-        "%s: %s-level units per role: %s; attacks %s; protocols %s, alphas %s, %d draws, %d bootstrap replicates",
-        where, settings.level, {role: len(r) for role, r in rows.items()}, ",".join(settings.attacks),
-        ",".join(settings.protocols), ",".join(map(str, settings.alphas)), settings.draws, settings.bootstrap,
-    )  # fmt: skip
+    parts = []
+    for part, chosen in scored_parts(table, attacks):
+        scored = set(chosen[0].scored_roles or ROLES)
+        part_settings = replace(
+            settings,
+            attacks=tuple(a.name for a in chosen),
+            thresholds=tuple(t for t in settings.thresholds if THRESHOLD_ROLES[t] in scored),
+        )
+        units = attack_units(part, chosen, settings.level, where)
+        rows = _role_rows(units.frame, part_settings, where)
+        log.info(
+            "%s: %s-level units per role: %s; attacks %s; protocols %s, alphas %s, %d draws, %d bootstrap replicates",
+            where, settings.level, {role: len(r) for role, r in rows.items()}, ",".join(part_settings.attacks),
+            ",".join(settings.protocols), ",".join(map(str, settings.alphas)), settings.draws, settings.bootstrap,
+        )  # fmt: skip
+        parts.append((units, chosen, rows, part_settings))
     out = []
     for protocol in settings.protocols:
-        out += _counts(table, protocol, settings.level)
-        if protocol == "published":
-            out += _rows(_published_estimate(units, attacks, rows, settings), protocol, settings.level)
-        elif protocol == "corrected":
-            point = _corrected_estimate(units.scores, rows, settings, np.random.default_rng(settings.seed))
-            replicates = _bootstrap(units, rows, settings, universe)
-            intervals = {
-                key: percentile_interval([r[key] for r in replicates]) for key in point
-            } if replicates else {}  # fmt: skip
-            out += _rows(point, protocol, settings.level, intervals)
-            for b, replicate in enumerate(replicates):
-                out += _rows(replicate, protocol, settings.level, replicate=b)
-        else:
+        if protocol not in PROTOCOLS:
             raise UserError(f"{where}: unknown protocol {protocol!r} (use one of {', '.join(PROTOCOLS)})")
+        out += _counts(table, protocol, settings.level)
+        for units, chosen, rows, part_settings in parts:
+            out += _protocol_rows(units, chosen, rows, part_settings, protocol, universe)
     metrics = pd.DataFrame(out, columns=METRIC_COLUMNS)
     metrics["replicate"] = metrics["replicate"].astype("Int64")
     return metrics
+
+
+def _protocol_rows(units: Units, attacks: list[Attack], rows, settings: MetricSettings, protocol: str, universe):
+    """The metric rows of one protocol for the attacks of one part of the table."""
+    if protocol == "published":
+        return _rows(_published_estimate(units, attacks, rows, settings), protocol, settings.level)
+    point = _corrected_estimate(units.scores, rows, settings, np.random.default_rng(settings.seed))
+    replicates = _bootstrap(units, rows, settings, universe)
+    intervals = {key: percentile_interval([r[key] for r in replicates]) for key in point} if replicates else {}
+    out = _rows(point, protocol, settings.level, intervals)
+    for b, replicate in enumerate(replicates):
+        out += _rows(replicate, protocol, settings.level, replicate=b)
+    return out
 
 
 def _counts(table: pd.DataFrame, protocol: str, level: str) -> list[tuple]:
@@ -340,15 +380,20 @@ def roc_points(
 
     ROC curves do not depend on the class balance, so no subsampling is needed."""
     chosen = [get_attack(name, (attack_params or {}).get(name)) for name in attacks]
-    units = attack_units(table, chosen, level)
-    role = units.frame["role"].to_numpy()
-    members, nonmembers = np.nonzero(role == "member")[0], np.nonzero(role == "nonmember")[0]
-    y = np.r_[np.ones(len(members)), np.zeros(len(nonmembers))]
     frames = []
-    for name, score in units.scores.items():
-        fpr, tpr = roc(y, np.r_[score[members], score[nonmembers]])
-        if len(fpr) > max_points:
-            keep = np.unique(np.r_[np.linspace(0, len(fpr) - 1, max_points).astype(int), np.nonzero(fpr <= 0.01)[0]])
-            fpr, tpr = fpr[keep], tpr[keep]
-        frames.append(pd.DataFrame({"attack": name, "fpr": fpr, "tpr": tpr}))
+    for part, part_attacks in scored_parts(table, chosen):
+        units = attack_units(part, part_attacks, level)
+        role = units.frame["role"].to_numpy()
+        members, nonmembers = np.nonzero(role == "member")[0], np.nonzero(role == "nonmember")[0]
+        y = np.r_[np.ones(len(members)), np.zeros(len(nonmembers))]
+        for name, score in units.scores.items():
+            fpr, tpr = roc(y, np.r_[score[members], score[nonmembers]])
+            if len(fpr) > max_points:
+                keep = np.unique(
+                    np.r_[np.linspace(0, len(fpr) - 1, max_points).astype(int), np.nonzero(fpr <= 0.01)[0]]
+                )
+                fpr, tpr = fpr[keep], tpr[keep]
+            frames.append((name, pd.DataFrame({"attack": name, "fpr": fpr, "tpr": tpr})))
+    order = {name: i for i, name in enumerate(attacks)}  # the curves in the order asked for
+    frames = [frame for _, frame in sorted(frames, key=lambda item: order[item[0]])]
     return pd.DataFrame(pd.concat(frames, ignore_index=True)).assign(level=level)

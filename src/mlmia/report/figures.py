@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from mlmia.attacks.base import Attack, get_attack  # noqa: E402
-from mlmia.core.errors import UserError  # noqa: E402
+from mlmia.core.errors import UserError, shown_id  # noqa: E402
 from mlmia.core.io import atomic_path  # noqa: E402
 from mlmia.metrics.classification import population_threshold, published_threshold  # noqa: E402
 
@@ -48,7 +48,7 @@ def marked_member(table: pd.DataFrame, spec: dict) -> pd.Series | None:
     if mark != "auto":
         found = members[members.sample_id == mark]
         if found.empty:
-            raise UserError(f"figure: marked sample {mark!r} is not a member of the experiment")
+            raise UserError(f"figure: marked sample {shown_id(mark)} is not a member of the experiment")
         return found.iloc[0]
     caught_by, missed_by = get_attack(spec["mark_caught_by"]), get_attack(spec["mark_missed_by"])
     threshold = member_threshold(table, caught_by, float(spec["alpha"]), spec["protocol"])

@@ -45,7 +45,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import atomic_path, read_samples, require_columns
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_mlm, max_sequence_length, mlm_parts, resolve_device
@@ -101,7 +101,7 @@ def _sample_columns(samples: pd.DataFrame) -> tuple[list[str], list[str]]:
     sids = samples["sample_id"].astype(str).tolist()
     dup = pd.Series(sids).duplicated()
     if dup.any():
-        raise UserError(f"samples: duplicate sample_id {sids[int(np.flatnonzero(dup.to_numpy())[0])]!r}")
+        raise UserError(f"samples: duplicate sample_id {shown_id(sids[int(np.flatnonzero(dup.to_numpy())[0])])}")
     return sids, samples["text"].astype(str).tolist()
 
 
@@ -155,7 +155,7 @@ def _prepare(
             [] if energy == "pll_word_l2r" else None,
         )
     # special-token strings in the text ("[MASK]", "<pad>") are read as characters: see encode_text
-    labels = [f"sample {sid!r}" for sid in sids]
+    labels = [f"sample {shown_id(sid)}" for sid in sids]
     enc = encode_text(
         tokenizer,
         texts,
@@ -185,11 +185,11 @@ def _prepare(
         content = np.flatnonzero(np.asarray(special) == 0)
         t = len(content)
         if t == 0:
-            raise UserError(f"sample {sid!r}: no tokens to score (empty text after tokenization)")
+            raise UserError(f"sample {shown_id(sid)}: no tokens to score (empty text after tokenization)")
         if len(full["input_ids"][i]) > t:
             if not truncate:
                 raise UserError(
-                    f"sample {sid!r} is longer than the model's maximum length ({max_len} tokens with special tokens; "
+                    f"sample {shown_id(sid)} is longer than the model's maximum length ({max_len} tokens with special tokens; "
                     f"it has {len(full['input_ids'][i])} content tokens): shorten the samples, or allow truncation "
                     "(config scoring.truncate: true; mlmia score --truncate)"
                 )

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from mlmia.core.errors import shown_id
 from mlmia.core.keys import stable_key
 
 MASK_FRACTION = 0.15
@@ -75,7 +76,7 @@ def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int, mask_count: 
             if tup not in seen:
                 break
         else:  # pragma: no cover - C(T, l) > k makes a fresh pattern overwhelmingly likely
-            raise RuntimeError(f"could not draw a distinct masking pattern for sample {sample_id!r}")
+            raise RuntimeError(f"could not draw a distinct masking pattern for sample {shown_id(sample_id)}")
         seen.add(tup)
         out[j] = tup
     return out

@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 
 from mlmia.attacks.table import NEIGHBOUR_SEPARATOR
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import max_sequence_length, mlm_parts
@@ -106,7 +106,7 @@ class _Sample:
 
 
 def _prepare(tokenizer, sids: list[str], texts: list[str], max_len: int) -> list[_Sample]:
-    labels = [f"sample {sid!r}" for sid in sids]
+    labels = [f"sample {shown_id(sid)}" for sid in sids]
     common = dict(labels=labels, return_attention_mask=False, return_token_type_ids=False, verbose=False)
     enc = encode_text(tokenizer, texts, truncation=True, max_length=max_len, **common)
     full = encode_text(tokenizer, texts, add_special_tokens=False, return_offsets_mapping=True, **common)
@@ -115,10 +115,12 @@ def _prepare(tokenizer, sids: list[str], texts: list[str], max_len: int) -> list
         ids = np.asarray(enc["input_ids"][i], dtype=np.int64)
         content = np.flatnonzero(np.asarray(enc["special_tokens_mask"][i]) == 0)
         if content.size == 0:
-            raise UserError(f"sample {sid!r}: no tokens to replace (empty text after tokenization)")
+            raise UserError(f"sample {shown_id(sid)}: no tokens to replace (empty text after tokenization)")
         full_ids = np.asarray(full["input_ids"][i], dtype=np.int64)
         if not np.array_equal(full_ids[: content.size], ids[content]):  # pragma: no cover - tokenizer oddity
-            raise UserError(f"sample {sid!r}: the tokenizer cuts the text differently with and without truncation")
+            raise UserError(
+                f"sample {shown_id(sid)}: the tokenizer cuts the text differently with and without truncation"
+            )
         offsets = [tuple(map(int, o)) for o in full["offset_mapping"][i]]
         out.append(_Sample(sid, texts[i], ids, content, full_ids, offsets))
     return out
@@ -196,7 +198,7 @@ def neighbour_samples(
     sids = samples["sample_id"].astype(str).tolist()
     duplicated = pd.Series(sids).duplicated()
     if duplicated.any():
-        raise UserError(f"neighbours: duplicate sample_id {sids[int(np.flatnonzero(duplicated)[0])]!r}")
+        raise UserError(f"neighbours: duplicate sample_id {shown_id(sids[int(np.flatnonzero(duplicated)[0])])}")
     n, seed, candidates = int(n), int(seed), int(candidates)
     began = time.perf_counter()
     prepared = _prepare(tokenizer, sids, samples["text"].astype(str).tolist(), max_sequence_length(model, tokenizer))

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from sacrebleu.metrics import BLEU
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import require_columns
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
@@ -139,7 +139,7 @@ def fill_in_features(
     texts = samples["text"].astype(str).tolist()
     if len(set(sids)) != len(sids):
         dup = pd.Series(sids)[pd.Series(sids).duplicated()].iloc[0]
-        raise UserError(f"fill_in_features: duplicate sample_id {dup!r}")
+        raise UserError(f"fill_in_features: duplicate sample_id {shown_id(dup)}")
     if int(seed) < 0:
         raise UserError(f"fill_in_features: the seed must be >= 0, got {seed}")
     if int(batch_size) < 1:
@@ -151,7 +151,7 @@ def fill_in_features(
         return pd.DataFrame({c: pd.Series(dtype=object if c == "sample_id" else float) for c in FEATURE_COLUMNS})
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     max_len = max_sequence_length(model, tokenizer)
-    labels = [f"sample {sid!r}" for sid in sids]
+    labels = [f"sample {shown_id(sid)}" for sid in sids]
     enc = encode_text(
         tokenizer,
         texts,
@@ -177,11 +177,11 @@ def fill_in_features(
         ids = np.asarray(ids, dtype=np.int64)
         content = np.flatnonzero(np.asarray(special) == 0)
         if len(content) == 0:
-            raise UserError(f"fill_in_features: sample {sid!r}: no tokens (empty text after tokenization)")
+            raise UserError(f"fill_in_features: sample {shown_id(sid)}: no tokens (empty text after tokenization)")
         if len(full["input_ids"][i]) > len(content):
             if not truncate:
                 raise UserError(
-                    f"fill_in_features: sample {sid!r} has {len(full['input_ids'][i])} content tokens, more than the "
+                    f"fill_in_features: sample {shown_id(sid)} has {len(full['input_ids'][i])} content tokens, more than the "
                     f"model's maximum length ({max_len} with special tokens); shorten it or allow truncation"
                 )
             n_truncated += 1

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import require_columns
 from mlmia.core.keys import stable_key
 
@@ -65,7 +65,7 @@ def _check_corpus(corpus: pd.DataFrame, where: str) -> pd.DataFrame:
         out[column] = out[column].astype(str)
     dup = out["sample_id"].duplicated()
     if dup.any():
-        raise UserError(f"{where}: duplicate sample_id {out['sample_id'][dup].iloc[0]!r}")
+        raise UserError(f"{where}: duplicate sample_id {shown_id(out['sample_id'][dup].iloc[0])}")
     spans = out.groupby("group_id")["subcorpus"].nunique()
     if (spans > 1).any():
         group = spans[spans > 1].index[0]
@@ -250,7 +250,7 @@ def shadow_splits(
     data["group_id"] = data["group_id"].astype(str)
     if data["sample_id"].duplicated().any():
         raise UserError(
-            f"shadow_splits: duplicate sample_id {data['sample_id'][data['sample_id'].duplicated()].iloc[0]!r}"
+            f"shadow_splits: duplicate sample_id {shown_id(data['sample_id'][data['sample_id'].duplicated()].iloc[0])}"
         )
     groups = list(dict.fromkeys(data["group_id"]))
     if len(groups) < 3:

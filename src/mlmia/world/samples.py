@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.logs import get_logger
 from mlmia.data.manifest import MANIFEST_COLUMNS, check_roles_disjoint, length_bucket
 from mlmia.models.tokenizer import content_tokens
@@ -61,7 +61,9 @@ def named_variant(selected: pd.DataFrame, world: pd.DataFrame, tokenizer) -> pd.
     named_ids = out.loc[trained, "sample_id"] + "-named"
     missing = ~named_ids.isin(named.index)
     if missing.any():
-        raise UserError(f"world samples: no named variant of sample {out.loc[trained, 'sample_id'][missing].iloc[0]!r}")
+        raise UserError(
+            f"world samples: no named variant of sample {shown_id(out.loc[trained, 'sample_id'][missing].iloc[0])}"
+        )
     out.loc[trained, "sample_id"] = named_ids.to_numpy()
     out.loc[trained, "text"] = named.loc[named_ids, "text"].to_numpy()
     out["n_tokens"] = content_tokens(tokenizer, out["text"])

@@ -1,0 +1,127 @@
+"""What more than one attack uses: each row's inputs read from the attack table as checked
+arrays (ids for messages, per-token lists, reference energies split by membership), the
+statistics they share (the Gaussian fit of reference energies, the mean of the lowest k
+share) and the checks of their common parameters. No attack lives here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError, shown_id
+
+
+def check_fraction(attack: str, k) -> float:
+    """k as a float in (0, 1], or a UserError naming the config key."""
+    try:
+        value = float(k)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise UserError(f"config key attacks.{attack}.k: a fraction in (0, 1] is needed, got {k!r}")
+    return value
+
+
+def n_lowest(k: float, n: int) -> int:
+    """How many of n tokens make the lowest k: ceil(k n), at least one (k n within 1e-9 of an
+    integer counts as that integer, so that 0.1 * 30 is 3, not 4)."""
+    return max(1, math.ceil(k * n - 1e-9))
+
+
+def lowest_mean(values: np.ndarray, k: float) -> float:
+    """The mean of the ceil(k n) smallest of `values`."""
+    m = n_lowest(k, values.size)
+    return float(np.partition(values, m - 1)[:m].mean())
+
+
+def row_ids(table: pd.DataFrame) -> list:
+    """Each row's sample id (the row label where the table has none) as messages show it
+    (`mlmia.core.errors.shown_id`: a value that is not id-like is withheld)."""
+    ids = table["sample_id"].tolist() if "sample_id" in table.columns else list(table.index)
+    return [shown_id(i, quoted=False) for i in ids]
+
+
+def token_lists(table: pd.DataFrame, column: str, attack: str) -> list[np.ndarray]:
+    """The per-token lists of `column` as float arrays, each non-empty and finite."""
+    out = []
+    for sid, values in zip(row_ids(table), table[column].tolist()):
+        values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
+        if values.size == 0:
+            raise UserError(f"attack {attack}: sample {sid} has no scored tokens ({column})")
+        if not np.isfinite(values).all():
+            raise UserError(f"attack {attack}: sample {sid}: {column} holds a value that is not a finite number")
+        out.append(values)
+    return out
+
+
+#: how σ is estimated: from each sample's own references, or one pooled over all samples
+VARIANCES = ("per_sample", "global")
+
+
+def check_lira_params(attack: str, params: dict) -> tuple[str, float]:
+    """(variance, σ floor) of a LiRA attack's parameters, checked."""
+    variance = params["variance"]
+    if variance not in VARIANCES:
+        raise UserError(f"config key attacks.{attack}.variance: use one of {', '.join(VARIANCES)}, got {variance!r}")
+    try:
+        floor = float(params["min_sigma"])
+    except (TypeError, ValueError):
+        floor = float("nan")
+    if not floor > 0:
+        raise UserError(
+            f"config key attacks.{attack}.min_sigma: a positive number is needed, got {params['min_sigma']!r}"
+        )
+    return variance, floor
+
+
+def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each row's reference energies split by membership: (OUT lists, IN lists). A row with no
+    OUT reference (with `need_in`, no IN reference) is a UserError naming the sample."""
+    outs, ins = [], []
+    for sid, energies, member in zip(
+        row_ids(table), table["references_energy"].tolist(), table["references_in"].tolist()
+    ):
+        energies = np.asarray(energies if energies is not None else [], dtype=float).reshape(-1)
+        member = np.asarray(member if member is not None else [], dtype=bool).reshape(-1)
+        if energies.size != member.size:
+            raise UserError(f"attack {attack}: sample {sid}: references_energy and references_in differ in length")
+        if not np.isfinite(energies).all():
+            raise UserError(f"attack {attack}: sample {sid}: a reference energy is not a finite number")
+        out, inside = energies[~member], energies[member]
+        if out.size == 0:
+            raise UserError(f"attack {attack}: sample {sid} has no OUT reference (every reference was trained on it)")
+        if need_in and inside.size == 0:
+            raise UserError(f"attack {attack}: sample {sid} has no IN reference (no reference was trained on it)")
+        outs.append(out)
+        ins.append(inside)
+    return outs, ins
+
+
+def gaussian_fit(
+    groups: list[np.ndarray], variance: str, floor: float, attack: str, side: str, ids: list
+) -> tuple[np.ndarray, np.ndarray]:
+    """(μ, σ) per row of one side's reference energies: μ the row's mean; σ the row's sample
+    standard deviation (``per_sample``, at least two references needed) or the pooled
+    within-row standard deviation of all rows (``global``: sqrt(Σ_rows Σ (e − μ_row)² /
+    Σ_rows (n_row − 1))); σ at least `floor`."""
+    mu = np.array([g.mean() for g in groups], dtype=float)
+    if variance == "per_sample":
+        for sid, g in zip(ids, groups):
+            if g.size < 2:
+                raise UserError(
+                    f"attack {attack}: sample {sid} has {g.size} {side} reference; variance per_sample needs "
+                    "at least 2 (use variance: global)"
+                )
+        sigma = np.array([g.std(ddof=1) for g in groups], dtype=float)
+    else:
+        dof = sum(g.size - 1 for g in groups)
+        if dof == 0:
+            raise UserError(
+                f"attack {attack}: no sample has two {side} references, so the global variance cannot be estimated "
+                "(it needs more reference models)"
+            )
+        pooled = float(np.sqrt(sum(float(np.square(g - g.mean()).sum()) for g in groups) / dof))
+        sigma = np.full(len(groups), pooled)
+    return mu, np.maximum(sigma, floor)
