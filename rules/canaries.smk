@@ -59,7 +59,11 @@ rule canary_target:
         model=MODELS.get(CANARIES["shape"]),
         epochs=CANARY_EPOCHS,
         device=config["training"]["device"],
-        code=module_digest("mlmia.models.training", "mlmia.memorization.canaries"),
+        code=module_digest(
+            "mlmia.training_job",
+            "mlmia.models.training",
+            "mlmia.memorization.canaries",
+        ),
     script:
         "../workflow/scripts/canaries_target.py"
 

@@ -23,7 +23,10 @@ rule train_model:
         name="{model}",
         device=config["training"]["device"],
         code=module_digest(
-            "mlmia.models.training", "mlmia.models.loading", "mlmia.defences.dp_sgd"
+            "mlmia.training_job",
+            "mlmia.models.training",
+            "mlmia.models.loading",
+            "mlmia.defences.dp_sgd",
         ),
     script:
         "../workflow/scripts/train_model.py"

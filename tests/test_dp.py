@@ -28,8 +28,9 @@ from mlmia.defences.audit import (
 from mlmia.defences.dp_sgd import dp_settings, group_privacy, per_unit_loss, pool_by_unit
 from mlmia.defences.workflow import audit_plan
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.models.training import model_settings, train_mlm
+from mlmia.models.training import train_mlm
 from mlmia.study.study import Study
+from mlmia.training_job import train_model, training_settings
 
 TEXTS = [
     f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)
@@ -54,7 +55,7 @@ def test_dp_training_meets_the_target_epsilon_and_clips(tok_dir, tmp_path):
     from transformers import BertForMaskedLM
 
     config = {**TINY, "dp": {"epsilon": 4, "max_grad_norm": 0.1}}
-    info = train_mlm(TEXTS, tok_dir, tmp_path / "m", config=config, threads=1, device="cpu", groups=GROUPS)
+    info = train_model(TEXTS, tok_dir, tmp_path / "m", config=config, threads=1, device="cpu", groups=GROUPS)
     dp = json.loads((tmp_path / "m" / "train_info.json").read_text())["dp"]
     assert dp == info["dp"]
     # the accountant's epsilon after every planned step: within the target, and close to it
@@ -79,8 +80,8 @@ def test_dp_fine_tuning_starts_from_the_init_model(tok_dir, tmp_path):
 
     train_mlm(TEXTS, tok_dir, tmp_path / "base", config={**TINY, "epochs": 1}, threads=1, device="cpu")
     frozen = {**TINY, "epochs": 1, "lr": 0.0, "seed": 5, "dp": {"epsilon": 8}}
-    train_mlm(TEXTS, tok_dir, tmp_path / "ft", config=frozen, init_dir=tmp_path / "base", threads=1, device="cpu")
-    train_mlm(TEXTS, tok_dir, tmp_path / "new", config=frozen, threads=1, device="cpu")
+    train_model(TEXTS, tok_dir, tmp_path / "ft", config=frozen, init_dir=tmp_path / "base", threads=1, device="cpu")
+    train_model(TEXTS, tok_dir, tmp_path / "new", config=frozen, threads=1, device="cpu")
     base, tuned, new = (
         BertForMaskedLM.from_pretrained(str(tmp_path / name)).state_dict() for name in ("base", "ft", "new")
     )
@@ -92,21 +93,21 @@ def test_dp_fine_tuning_starts_from_the_init_model(tok_dir, tmp_path):
 
 def test_patient_level_dp_and_the_non_private_loop(tok_dir, tmp_path):
     config = {**TINY, "batch_size": 5, "dp": {"epsilon": 2, "unit": "patient"}}
-    info = train_mlm(TEXTS, tok_dir, tmp_path / "p", config=config, threads=1, device="cpu", groups=GROUPS)
+    info = train_model(TEXTS, tok_dir, tmp_path / "p", config=config, threads=1, device="cpu", groups=GROUPS)
     dp = info["dp"]
     assert dp["unit"] == "patient" and dp["units"] == 20 and dp["delta"] == pytest.approx(1 / 20)
     assert 0.9 * 2 < dp["epsilon"] <= 2 + 1e-6
     assert dp["patient_level"]["epsilon"] == dp["epsilon"] and dp["patient_level"]["how"] == "patient-level DP-SGD"
     with pytest.raises(UserError, match="group_id"):
-        train_mlm(TEXTS, tok_dir, tmp_path / "x", config=config, threads=1, device="cpu")
+        train_model(TEXTS, tok_dir, tmp_path / "x", config=config, threads=1, device="cpu")
     # epsilon null: the same loop without clipping or noise
-    none = train_mlm(TEXTS, tok_dir, tmp_path / "n", config={**TINY, "dp": {"epsilon": None}}, device="cpu")
+    none = train_model(TEXTS, tok_dir, tmp_path / "n", config={**TINY, "dp": {"epsilon": None}}, device="cpu")
     assert none["dp"]["epsilon"] is None and none["dp"]["noise_multiplier"] == 0 and none["dp"]["clipped_share"] == 0
 
 
 def test_empty_poisson_batches_still_take_a_noisy_step(tok_dir, tmp_path):
     config = {**TINY, "batch_size": 1, "epochs": 1, "dp": {"epsilon": 8}}
-    info = train_mlm(TEXTS, tok_dir, tmp_path / "e", config=config, threads=1, device="cpu", groups=GROUPS)
+    info = train_model(TEXTS, tok_dir, tmp_path / "e", config=config, threads=1, device="cpu", groups=GROUPS)
     assert info["dp"]["empty_batches"] > 0 and info["steps"] == len(TEXTS)  # q = 1/60: some batches are empty
     assert info["dp"]["epsilon"] <= 8 + 1e-6
 
@@ -152,17 +153,19 @@ def test_pooling_rows_into_patients():
 
 
 def test_dp_settings_are_checked_in_one_line():
-    assert model_settings({"dp": {"epsilon": 4}})["dp"] == {
+    assert training_settings({"dp": {"epsilon": 4}})["dp"] == {
         "epsilon": 4, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample"
     }  # fmt: skip
-    assert model_settings({})["dp"] is None
+    assert training_settings({})["dp"] is None
     for bad, match in [({"epsilon": 0}, "dp.epsilon"), ({"eps": 1}, "unknown key"), ({"unit": "ward"}, "dp.unit"),
                        ({"max_grad_norm": -1}, "max_grad_norm"), ({"delta": 1.5}, "dp.delta"), (4, "mapping")]:  # fmt: skip
         with pytest.raises(UserError, match=match) as info:
             dp_settings(bad)
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="pack: false"):
-        train_mlm(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
+        train_model(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
+    with pytest.raises(UserError, match="mlmia.training_job"):  # the plain loop never drops the DP asked for
+        train_mlm(TEXTS, "unused", "unused", config={**TINY, "dp": {"epsilon": 1}})
     assert group_privacy(1.0, 1e-5, 1) == (1.0, 1e-5)
     eps, delta = group_privacy(0.5, 1e-5, 4)
     assert eps == 2.0 and delta == pytest.approx(4 * math.exp(1.5) * 1e-5)

@@ -13,7 +13,8 @@ import torch
 
 from mlmia.core.errors import UserError
 from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
-from mlmia.models.training import masked_lm_loss, mlm_mask, model_settings, train_from_table, train_mlm
+from mlmia.models.training import masked_lm_loss, mlm_mask, model_settings, train_mlm
+from mlmia.training_job import train_from_table
 
 TEXTS = (
     [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]

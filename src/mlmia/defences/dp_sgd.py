@@ -55,6 +55,8 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.models.loading import load_tokenizer, resolve_device
+from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model, write_training_log
 
 log = get_logger(__name__)
 
@@ -200,11 +202,9 @@ def train_mlm_dp(
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
 
-    from mlmia.models.loading import load_tokenizer, resolve_device
-    from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model, write_training_log
-
     cfg = model_settings(config)
     dp = dp_settings(cfg["dp"])
+    cfg["dp"] = dp  # train_info.json records the setting with its defaults
     if cfg["pack"]:
         raise UserError("model config: dp needs pack: false (a packed block mixes lines, so no line is one unit)")
     torch.set_num_threads(max(1, int(threads)))

@@ -30,7 +30,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.models.loading import load_tokenizer
+from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
 from mlmia.models.tokenizer import SPECIAL_TOKENS
 
 log = get_logger(__name__)
@@ -58,7 +58,8 @@ MODEL_DEFAULTS: dict = {
     # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser
     # state and the loss stay fp32)
     "precision": "fp32",
-    # DP-SGD with Opacus (mlmia.defences.dp_sgd): {epsilon, delta, max_grad_norm, accountant, unit}; None: off
+    # DP-SGD with Opacus (mlmia.defences.dp_sgd, chosen by mlmia.training_job): {epsilon, delta, max_grad_norm,
+    # accountant, unit}; None: off
     "dp": None,
 }
 
@@ -131,7 +132,8 @@ def training_autocast(dev, precision: str):
 
 
 def model_settings(config: dict | None) -> dict:
-    """The model config with defaults filled in; unknown keys are an error."""
+    """The model config with defaults filled in; unknown keys are an error. The `dp` setting is
+    left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
     config = dict(config or {})
     extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}
     unknown = [k for k in config if k not in MODEL_DEFAULTS and k not in extra]
@@ -151,10 +153,6 @@ def model_settings(config: dict | None) -> dict:
         raise UserError(
             "model config: precision bf16 is not offered with dp (Opacus' per-sample gradients run in fp32)"
         )
-    if out["dp"] is not None:
-        from mlmia.defences.dp_sgd import dp_settings
-
-        out["dp"] = dp_settings(out["dp"])
     return out
 
 
@@ -211,8 +209,6 @@ def write_training_log(rows: list[dict], out_dir: Path, title: str) -> pd.DataFr
 def save_model(model, tokenizer, directory: Path) -> None:
     """`save_pretrained` of the model and its tokenizer into `directory` (made if missing),
     without transformers' progress bars (they would reach the workflow's terminal)."""
-    from mlmia.models.loading import quiet_transformers
-
     directory.mkdir(parents=True, exist_ok=True)
     with quiet_transformers():
         model.save_pretrained(str(directory))
@@ -232,8 +228,6 @@ def initial_model(cfg: dict, tokenizer, init_dir=None):
     must be the tokenizer's; `cfg`'s max_length and position_offset are cut to its positions), or
     a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
     from transformers import BertConfig, BertForMaskedLM
-
-    from mlmia.models.loading import quiet_transformers
 
     if init_dir is not None:
         init_dir = Path(init_dir)
@@ -279,9 +273,9 @@ def train_mlm(
     log_every: int = 20,
     name: str | None = None,
     save_epochs: Sequence[int] = (),
-    groups: Sequence | None = None,
 ) -> dict:
-    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`.
+    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`, without DP
+    (a model with a `dp` setting is trained by `mlmia.training_job.train_model`).
 
     `config`: keys of MODEL_DEFAULTS (sizes, epochs, batch_size, lr, ...). With `init_dir` the
     weights start from that saved model (its size settings win) and `epochs` more are trained.
@@ -293,16 +287,9 @@ def train_mlm(
     import torch
 
     cfg = model_settings(config)
-    if cfg["dp"] is not None:  # DP-SGD: its own loop (mlmia.defences.dp_sgd); `groups`: each text's patient
-        from mlmia.defences.dp_sgd import train_mlm_dp
-
-        if save_epochs:
-            raise UserError("train_mlm: save_epochs is not offered with dp (one accountant per run)")
-        return train_mlm_dp(texts, tokenizer_dir, out_dir, config=cfg, init_dir=init_dir, threads=threads,
-                            device=device, max_steps=max_steps, log_every=log_every, name=name, groups=groups)  # fmt: skip
+    if cfg["dp"] is not None:  # never silently without the DP that the config asks for
+        raise UserError("train_mlm: a model with a dp setting is trained by mlmia.training_job.train_model (DP-SGD)")
     torch.set_num_threads(max(1, int(threads)))
-    from mlmia.models.loading import resolve_device
-
     dev = resolve_device(device)
     seed = int(cfg["seed"])
     torch.manual_seed(seed)
@@ -492,31 +479,3 @@ def train_mlm(
         info["final_loss"],
     )
     return info
-
-
-def train_from_table(
-    text_path: str | os.PathLike,
-    tokenizer_dir: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    config: dict | None = None,
-    init_dir: str | os.PathLike | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
-    name: str | None = None,
-) -> dict:
-    """Read a training-text table (column `text`) and train a model on it (the rule's entry point)."""
-    from mlmia.core.io import read_table, require_columns
-
-    df = read_table(text_path)
-    require_columns(df, ["text"], str(text_path))
-    return train_mlm(
-        df["text"].astype(str).tolist(),
-        tokenizer_dir,
-        out_dir,
-        config=config,
-        init_dir=init_dir,
-        threads=threads,
-        device=device,
-        name=name,
-        groups=df["group_id"].astype(str).tolist() if "group_id" in df.columns else None,
-    )
