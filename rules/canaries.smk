@@ -62,6 +62,7 @@ rule canary_target:
         code=module_digest(
             "mlmia.training_job",
             "mlmia.models.training",
+            "mlmia.models.optimizer",
             "mlmia.memorization.canaries",
         ),
     script:

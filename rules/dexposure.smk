@@ -129,6 +129,7 @@ rule dexposure_train:
             "mlmia.memorization.exposure",
             "mlmia.world.phi",
             "mlmia.models.tokenizer",
+            "mlmia.models.optimizer",
         ),
     script:
         "../workflow/scripts/dexposure_train.py"

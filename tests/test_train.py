@@ -409,3 +409,29 @@ def test_settings_are_validated(tmp_path):
     pd.DataFrame({"text": TEXTS}).to_parquet(tmp_path / "a.parquet")
     tok = tokenizer_from_tables([tmp_path / "a.parquet"], tmp_path / "tok", vocab_size=150, min_frequency=1)
     assert len(tok) <= 150
+
+
+def test_adamw_groups_and_the_linear_schedule():
+    from transformers import BertConfig, BertForMaskedLM
+
+    from mlmia.models.optimizer import adamw_with_schedule
+
+    model = BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=16, max_position_embeddings=16))  # fmt: skip
+    optim, sched = adamw_with_schedule(model, lr=1.0, weight_decay=0.01, warmup_ratio=0.2, total_steps=10)
+    decayed, not_decayed = optim.param_groups
+    assert decayed["weight_decay"] == 0.01 and not_decayed["weight_decay"] == 0.0
+    assert all(p.ndim == 2 for p in decayed["params"]) and all(p.ndim == 1 for p in not_decayed["params"])
+    rates = []
+    for _ in range(10):
+        rates.append(optim.param_groups[0]["lr"])
+        optim.step()
+        sched.step()
+    assert rates == pytest.approx([0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+    optim, sched = adamw_with_schedule(
+        model, lr=1.0, weight_decay=0.0, warmup_ratio=0.2, total_steps=10, lr_decay=False
+    )
+    for _ in range(5):
+        optim.step()
+        sched.step()
+    assert optim.param_groups[0]["lr"] == 1.0

@@ -56,6 +56,7 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, resolve_device
+from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model, write_training_log
 
 log = get_logger(__name__)
@@ -264,22 +265,9 @@ def train_mlm_dp(
     total_steps = steps_per_epoch * epochs
     if max_steps is not None:
         total_steps = min(total_steps, int(max_steps))
-    warmup = int(round(float(cfg["warmup_ratio"]) * total_steps))
-
-    decay, no_decay = [], []
-    for pname, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in pname or pname.endswith("bias") else decay).append(p)
-    base_optim = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": float(cfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=float(cfg["lr"]),
+    base_optim, sched = adamw_with_schedule(
+        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
     )
-
-    def lr_lambda(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(base_optim, lr_lambda)
     engine = PrivacyEngine(accountant=dp["accountant"])
     noise_gen = torch.Generator(device=dev).manual_seed(seed + 3)
     common = {"module": model, "optimizer": base_optim, "data_loader": loader, "poisson_sampling": True,

@@ -51,6 +51,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
+from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
@@ -365,23 +366,14 @@ def train_and_measure(
     epochs = checkpoints[-1]
     steps_per_epoch = math.ceil(len(ids) / batch_size)
     total = steps_per_epoch * epochs
-    warmup = int(round(float(tcfg["warmup_ratio"]) * total))
-
-    def rate(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if not lr_decay:
-            return 1.0
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in name or name.endswith("bias") else decay).append(p)
-    optim = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": float(tcfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=float(tcfg["lr"]),
+    optim, sched = adamw_with_schedule(
+        model,
+        lr=tcfg["lr"],
+        weight_decay=tcfg["weight_decay"],
+        warmup_ratio=tcfg["warmup_ratio"],
+        total_steps=total,
+        lr_decay=lr_decay,
     )
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, rate)
     rng = np.random.default_rng(int(seed))
     pad = tokenizer.pad_token_id
     log.info(

@@ -31,6 +31,7 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
+from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.tokenizer import SPECIAL_TOKENS
 
 log = get_logger(__name__)
@@ -335,26 +336,14 @@ def train_mlm(
     total_steps = steps_per_epoch * epochs
     if max_steps is not None:
         total_steps = min(total_steps, int(max_steps))
-    warmup = int(round(float(cfg["warmup_ratio"]) * total_steps))
     checkpoints = sorted({int(e) for e in save_epochs})
     if checkpoints and not 1 <= checkpoints[0] <= checkpoints[-1] <= epochs:
         raise UserError(f"save_epochs must lie in 1..{epochs} (the epochs trained), got {checkpoints}")
     saved: dict[int, str] = {}
 
-    decay, no_decay = [], []
-    for pname, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in pname or pname.endswith("bias") else decay).append(p)
-    optim = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": float(cfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=float(cfg["lr"]),
+    optim, sched = adamw_with_schedule(
+        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
     )
-
-    def lr_lambda(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_lambda)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     max_offset = int(cfg["position_offset"])
