@@ -63,6 +63,7 @@ rule canary_target:
             "mlmia.training_job",
             "mlmia.models.training",
             "mlmia.models.optimizer",
+            "mlmia.models.run_record",
             "mlmia.memorization.canaries",
         ),
     script:

@@ -26,6 +26,7 @@ rule train_model:
             "mlmia.training_job",
             "mlmia.models.training",
             "mlmia.models.optimizer",
+            "mlmia.models.run_record",
             "mlmia.models.loading",
             "mlmia.defences.dp_sgd",
         ),

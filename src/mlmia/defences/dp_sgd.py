@@ -43,10 +43,8 @@ the tokenizer (docs/dp.md).
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,7 +55,8 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, resolve_device
 from mlmia.models.optimizer import adamw_with_schedule
-from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model, write_training_log
+from mlmia.models.run_record import RunRecord
+from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model
 
 log = get_logger(__name__)
 
@@ -223,7 +222,7 @@ def train_mlm_dp(
         raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
     tokenizer = load_tokenizer(tokenizer_dir)
     out_dir = Path(out_dir)
-    t_start = time.time()
+    record = RunRecord(name or out_dir.name, log_every)
     _prepare_opacus()
     model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
@@ -292,15 +291,13 @@ def train_mlm_dp(
     log.info(
         "%s: DP-SGD (%s), %d texts in %d %s units, %d tokens, %d epochs, %d steps, expected batch %d, lr %g, "
         "target eps %s at delta %.3g, sigma %.4g, C %g, %d thread(s), device %s",
-        name or out_dir.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
+        record.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
         batch_size, cfg["lr"], dp["epsilon"], delta, optim.noise_multiplier, clip, threads, dev,
     )  # fmt: skip
 
-    rows = []
     step = 0
-    run_loss, run_n = 0.0, 0
     clipped, seen, empty = 0, 0, 0
-    t0 = time.time()
+    record.start(total_steps)
     done = False
     epoch = 0
     for epoch in range(1, epochs + 1):
@@ -351,30 +348,21 @@ def train_mlm_dp(
                 clipped += int((norms > clip).sum())
                 seen += len(norms)
                 optim.step()
-                run_loss += float(loss.detach())
-                run_n += 1
+                record.add_loss(float(loss.detach()))
             sched.step()
             step += 1
-            if step % log_every == 0 or step == total_steps:
-                if run_n:
-                    rows.append({"epoch": epoch, "step": step, "loss": run_loss / run_n,
-                                 "lr": base_optim.param_groups[0]["lr"], "seconds": round(time.time() - t0, 3)})  # fmt: skip
-                run_loss, run_n = 0.0, 0
+            record.end_step(epoch, step, base_optim.param_groups[0]["lr"])
             if step >= total_steps:
                 done = True
                 break
         if done:
             break
-    if run_n:
-        rows.append({"epoch": epoch, "step": step, "loss": run_loss / run_n, "lr": base_optim.param_groups[0]["lr"],
-                     "seconds": round(time.time() - t0, 3)})  # fmt: skip
-    train_seconds = time.time() - t0
+    record.finish(epoch, step, base_optim.param_groups[0]["lr"])
 
     epsilon = float(engine.get_epsilon(delta)) if private else math.inf
     model = gsm.to_standard_module()
     model.eval()
     save_model(model, tokenizer, out_dir)
-    log_df = write_training_log(rows, out_dir, name or out_dir.name)
     info_dp = {
         "unit": dp["unit"],
         "target_epsilon": dp["epsilon"],
@@ -393,37 +381,16 @@ def train_mlm_dp(
         "secure_rng": False,
     }
     info_dp["patient_level"] = _patient_level(info_dp, k_max, patients)
-    info = {
-        "name": name or out_dir.name,
-        "config": cfg,
-        "init_from": str(init_dir) if init_dir else None,
-        "n_texts": len(seqs),
-        "n_tokens": n_tokens,
-        "steps": step,
-        "epochs_run": epoch,
-        "final_loss": float(log_df["loss"].iloc[-1]) if len(log_df) else float("nan"),
-        "train_seconds": round(train_seconds, 2),
-        "total_seconds": round(time.time() - t_start, 2),
-        "tokens_per_second": round(n_tokens * step / max(1, steps_per_epoch) / max(train_seconds, 1e-9), 1),
-        "threads": int(threads),
-        "device": str(dev),
-        "n_parameters": int(sum(p.numel() for p in model.parameters())),
-        "dp": info_dp,
-    }
-    (out_dir / "train_info.json").write_text(json.dumps(info, indent=2, default=_json_number))
+    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=step,
+                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
+                        extra={"dp": info_dp})  # fmt: skip
     log.info(
         "%s: done in %.1f s, final loss %.3f; accountant eps %.3f at delta %.3g (sigma %.4g, %d steps, %.0f%% of "
         "unit gradients clipped, %d empty batches)",
-        info["name"], train_seconds, info["final_loss"], epsilon, delta, optim.noise_multiplier, step,
+        info["name"], record.train_seconds, info["final_loss"], epsilon, delta, optim.noise_multiplier, step,
         100 * (info_dp["clipped_share"] or 0.0), empty,
     )  # fmt: skip
     return info
-
-
-def _json_number(value):
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def _patient_level(info_dp: dict, k_max: int | None, patients) -> dict:

@@ -21,17 +21,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
 from mlmia.models.optimizer import adamw_with_schedule
+from mlmia.models.run_record import RunRecord
 from mlmia.models.tokenizer import SPECIAL_TOKENS
 
 log = get_logger(__name__)
@@ -180,33 +179,6 @@ def _pack(lines: list[np.ndarray], block: int, rng: np.random.Generator, sep_id:
     return [stream[i : i + block] for i in range(0, len(stream), block)]
 
 
-def _plot_curve(log_df: pd.DataFrame, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    if len(log_df):
-        ax.plot(log_df["step"], log_df["loss"], lw=1.2)
-    ax.set_xlabel("step")
-    ax.set_ylabel("MLM loss (masked positions)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def write_training_log(rows: list[dict], out_dir: Path, title: str) -> pd.DataFrame:
-    """The training log (epoch, step, loss, lr, seconds per logged step) as `train_log.csv` and
-    `train_curve.png` in `out_dir`; returns it."""
-    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
-    log_df.to_csv(out_dir / "train_log.csv", index=False)
-    _plot_curve(log_df, out_dir / "train_curve.png", title)
-    return log_df
-
-
 def save_model(model, tokenizer, directory: Path) -> None:
     """`save_pretrained` of the model and its tokenizer into `directory` (made if missing),
     without transformers' progress bars (they would reach the workflow's terminal)."""
@@ -299,7 +271,7 @@ def train_mlm(
         raise UserError("train_mlm: no training text")
     tokenizer = load_tokenizer(tokenizer_dir)
     out_dir = Path(out_dir)
-    t_start = time.time()
+    record = RunRecord(name or out_dir.name, log_every)
 
     model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
@@ -349,13 +321,11 @@ def train_mlm(
     max_offset = int(cfg["position_offset"])
     crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
 
-    rows = []
     step = 0
-    run_loss, run_n = 0.0, 0
-    t0 = time.time()
+    record.start(total_steps)
     log.info(
         "%s: %d texts, %d tokens, %d epochs, %d steps, batch %d, lr %g, %d thread(s), device %s, init %s",
-        name or out_dir.name,
+        record.name,
         len(seqs),
         n_tokens,
         epochs,
@@ -406,19 +376,8 @@ def train_mlm(
             optim.step()
             sched.step()
             step += 1
-            run_loss += float(loss.detach())
-            run_n += 1
-            if step % log_every == 0 or step == total_steps:
-                rows.append(
-                    {
-                        "epoch": epoch,
-                        "step": step,
-                        "loss": run_loss / run_n,
-                        "lr": optim.param_groups[0]["lr"],
-                        "seconds": round(time.time() - t0, 3),
-                    }
-                )
-                run_loss, run_n = 0.0, 0
+            record.add_loss(float(loss.detach()))
+            record.end_step(epoch, step, optim.param_groups[0]["lr"])
             if step >= total_steps:
                 done = True
                 break
@@ -426,44 +385,17 @@ def train_mlm(
             saved[epoch] = _save_checkpoint(model, tokenizer, out_dir / f"epoch_{epoch}", epoch, step)
         if done:
             break
-    if run_n:
-        rows.append(
-            {
-                "epoch": epoch,
-                "step": step,
-                "loss": run_loss / run_n,
-                "lr": optim.param_groups[0]["lr"],
-                "seconds": round(time.time() - t0, 3),
-            }
-        )
-    train_seconds = time.time() - t0
+    record.finish(epoch, step, optim.param_groups[0]["lr"])
 
     model.eval()
     save_model(model, tokenizer, out_dir)
-    log_df = write_training_log(rows, out_dir, name or out_dir.name)
-    info = {
-        "name": name or out_dir.name,
-        "config": cfg,
-        "init_from": str(init_dir) if init_dir else None,
-        "n_texts": len(seqs),
-        "n_tokens": n_tokens,
-        "steps": step,
-        "epochs_run": epoch,
-        "final_loss": float(log_df["loss"].iloc[-1]) if len(log_df) else float("nan"),
-        "train_seconds": round(train_seconds, 2),
-        "total_seconds": round(time.time() - t_start, 2),
-        "tokens_per_second": round(n_tokens * step / max(1, steps_per_epoch) / max(train_seconds, 1e-9), 1),
-        "threads": int(threads),
-        "device": str(dev),
-        "n_parameters": int(sum(p.numel() for p in model.parameters())),
-    }
-    if checkpoints:
-        info["checkpoints"] = saved
-    (out_dir / "train_info.json").write_text(json.dumps(info, indent=2))
+    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=step,
+                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
+                        extra={"checkpoints": saved} if checkpoints else None)  # fmt: skip
     log.info(
         "%s: done in %.1f s (%.0f tokens/s), final loss %.3f",
         info["name"],
-        train_seconds,
+        record.train_seconds,
         info["tokens_per_second"],
         info["final_loss"],
     )
