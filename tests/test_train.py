@@ -311,7 +311,11 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
     assert list(log.columns) == ["epoch", "step", "loss", "lr", "seconds"]
     assert log["loss"].iloc[-1] < log["loss"].iloc[0] - 0.5
     assert (out / "train_curve.png").stat().st_size > 0
-    assert json.loads((out / "train_info.json").read_text())["n_texts"] == len(TEXTS)
+    assert list(json.loads((out / "train_info.json").read_text())) == list(info) == [
+        "name", "config", "init_from", "n_texts", "n_tokens", "steps", "epochs_run", "final_loss", "train_seconds",
+        "total_seconds", "tokens_per_second", "threads", "device", "n_parameters",
+    ]  # fmt: skip
+    assert info["n_texts"] == len(TEXTS) and info["final_loss"] == log["loss"].iloc[-1]
 
     model = BertForMaskedLM.from_pretrained(str(out)).eval()
     tok = AutoTokenizer.from_pretrained(str(out))
