@@ -62,6 +62,7 @@ rule canary_target:
         code=module_digest(
             "mlmia.training_job",
             "mlmia.models.training",
+            "mlmia.models.objectives",
             "mlmia.models.optimizer",
             "mlmia.models.run_record",
             "mlmia.memorization.canaries",

@@ -25,6 +25,7 @@ rule train_model:
         code=module_digest(
             "mlmia.training_job",
             "mlmia.models.training",
+            "mlmia.models.objectives",
             "mlmia.models.optimizer",
             "mlmia.models.run_record",
             "mlmia.models.loading",

@@ -27,6 +27,8 @@ from mlmia.defences.audit import (
 )
 from mlmia.defences.dp_sgd import dp_settings, group_privacy, per_unit_loss, pool_by_unit
 from mlmia.defences.workflow import audit_plan
+from mlmia.models.objectives import MaskedBatch
+from mlmia.models.objectives.bert_mlm import BertMLM
 from mlmia.models.tokenizer import train_tokenizer
 from mlmia.models.training import train_mlm
 from mlmia.study.study import Study
@@ -134,15 +136,66 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
     labels[0, 4] = ids[0, 4]
     pos = torch.arange(7).unsqueeze(0).expand(3, 7)
     gsm = GradSampleModule(model, loss_reduction="mean")
-    per_unit_loss(model, ids, attn, labels, pos).mean().backward()
+    bert = BertMLM(50, 4)
+    per_unit_loss(model, bert, MaskedBatch(ids, labels), attn, pos).mean().backward()
     samples = {name: p.grad_sample.clone() for name, p in model.named_parameters()}
     gsm.disable_hooks()
     for i in range(3):
-        loss = per_unit_loss(model, ids[i : i + 1], attn[i : i + 1], labels[i : i + 1], pos[i : i + 1]).mean()
+        row = MaskedBatch(ids[i : i + 1], labels[i : i + 1])
+        loss = per_unit_loss(model, bert, row, attn[i : i + 1], pos[i : i + 1]).mean()
         grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
         for (name, p), g in zip(model.named_parameters(), grads):
             expected = torch.zeros_like(p) if g is None else g
             assert torch.allclose(samples[name][i], expected, atol=1e-5), (name, i)
+
+
+class RowWeighted(BertMLM):
+    """BERT's masks with a weight per row on each masked position, the loss the weighted sum over a
+    row (per row) or over the batch divided by its rows: the shape a masked-diffusion objective's
+    1 / t weighting takes, here only to show that the loops need no change for it."""
+
+    name = "row_weighted"
+
+    def mask(self, input_ids, special_mask, generator):
+        batch = super().mask(input_ids, special_mask, generator)
+        per_row = (torch.arange(len(input_ids)) % 3 + 1).float() / (batch.labels != -100).sum(dim=1)
+        return MaskedBatch(batch.input_ids, batch.labels, per_row[:, None].expand(batch.labels.shape).contiguous())
+
+    def loss(self, logits, labels, weights, rows):
+        return (torch.nn.functional.cross_entropy(logits, labels, reduction="none") * weights).sum() / rows
+
+    def row_loss(self, logits, labels, weights):
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none", ignore_index=-100)
+        return (ce * weights).sum(dim=1)
+
+
+def test_a_weighted_objective_runs_in_both_loops_as_they_are(tok_dir, tmp_path):
+    """An objective with loss weights (`MaskedBatch.weights`) goes through the plain loop's
+    flattened loss and DP-SGD's per-row losses alike, and the two agree on a batch."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from mlmia.defences.dp_sgd import train_mlm_dp
+    from mlmia.models.training import masked_lm_loss
+
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    objective = RowWeighted(len(tok), tok.mask_token_id)
+    enc = tok(TEXTS[:12], padding=True, return_tensors="pt")
+    batch = objective.mask(enc["input_ids"], torch.isin(enc["input_ids"], torch.tensor(tok.all_special_ids)),
+                           torch.Generator().manual_seed(0))  # fmt: skip
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=32)).eval()  # fmt: skip
+    positions = torch.arange(batch.input_ids.shape[1]).expand(batch.input_ids.shape)
+    with torch.no_grad():
+        flat = masked_lm_loss(model, objective, batch, enc["attention_mask"], position_ids=positions)
+        rows = per_unit_loss(model, objective, batch, enc["attention_mask"], positions)
+    assert float(flat) == pytest.approx(float(rows.mean()), rel=1e-5) and not torch.allclose(rows, rows.mean())
+    config = {**TINY, "epochs": 1}
+    plain = train_mlm(TEXTS, tok_dir, tmp_path / "plain", config=config, device="cpu", objective=objective)
+    private = train_mlm_dp(TEXTS, tok_dir, tmp_path / "dp", config={**config, "dp": {"epsilon": 8}}, device="cpu",
+                           objective=objective)  # fmt: skip
+    assert plain["config"]["objective"] == private["config"]["objective"] == "row_weighted"
+    assert math.isfinite(plain["final_loss"]) and math.isfinite(private["final_loss"])
 
 
 def test_pooling_rows_into_patients():

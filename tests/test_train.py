@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from mlmia.core.errors import UserError
+from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
+from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
 from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
-from mlmia.models.training import masked_lm_loss, mlm_mask, model_settings, train_mlm
+from mlmia.models.training import masked_lm_loss, model_settings, train_mlm
 from mlmia.training_job import train_from_table
 
 TEXTS = (
@@ -48,11 +50,10 @@ def tok_dir(tmp_path_factory):
 def _fixed_mask_loss(model, tokenizer, texts, seed=0):
     enc = tokenizer(texts, padding=True, return_tensors="pt")
     special = torch.isin(enc["input_ids"], torch.tensor(tokenizer.all_special_ids))
-    ids, labels = mlm_mask(
-        enc["input_ids"], special, len(tokenizer), tokenizer.mask_token_id, torch.Generator().manual_seed(seed)
-    )
+    objective = BertMLM(len(tokenizer), tokenizer.mask_token_id)
+    batch = objective.mask(enc["input_ids"], special, torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        return float(masked_lm_loss(model, ids, enc["attention_mask"], labels))
+        return float(masked_lm_loss(model, objective, batch, enc["attention_mask"]))
 
 
 def test_tokenizer_is_bert_uncased(tok_dir):
@@ -297,7 +298,9 @@ def test_masked_position_head_equals_full_logits_loss(tok_dir):
     ids, labels = mlm_mask(enc["input_ids"], special, len(tok), tok.mask_token_id, torch.Generator().manual_seed(1))
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=enc["attention_mask"], labels=labels).loss
-        fast = masked_lm_loss(model, ids, enc["attention_mask"], labels)
+        fast = masked_lm_loss(
+            model, BertMLM(len(tok), tok.mask_token_id), MaskedBatch(ids, labels), enc["attention_mask"]
+        )
     assert abs(float(full) - float(fast)) < 1e-5
 
 
@@ -410,9 +413,15 @@ def test_settings_are_validated(tmp_path):
         model_settings({"layers": 3})
     with pytest.raises(UserError, match="multiple"):
         model_settings({"hidden_size": 30, "num_heads": 4})
+    assert model_settings({})["objective"] == "bert_mlm" and objective_names() == ["bert_mlm"]
+    with pytest.raises(UserError, match="objective must be one of bert_mlm"):
+        model_settings({"objective": "diffusion"})
     pd.DataFrame({"text": TEXTS}).to_parquet(tmp_path / "a.parquet")
     tok = tokenizer_from_tables([tmp_path / "a.parquet"], tmp_path / "tok", vocab_size=150, min_frequency=1)
     assert len(tok) <= 150
+    objective = make_objective(model_settings({"mlm_probability": 0.2}), tok)  # the config's, built for the tokenizer
+    assert isinstance(objective, BertMLM) and objective.mlm_probability == 0.2
+    assert (objective.vocab_size, objective.mask_token_id) == (len(tok), tok.mask_token_id)
 
 
 def test_adamw_groups_and_the_linear_schedule():

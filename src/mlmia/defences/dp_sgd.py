@@ -23,9 +23,10 @@ The unit of privacy (`unit`):
   most C, and the accountant's (eps, delta) holds per patient directly (delta = 1 / patients).
   `batch_size` then counts patients.
 
-The loss per unit is the mean cross-entropy over its masked positions (per line, then the
-mean over a patient's lines), so that no unit's gradient depends on another unit's data (a
-batch-wide mean over masked tokens would make it do so, and break the sensitivity argument).
+The loss per unit is the objective's loss of each line alone (`mlmia.models.objectives`; by
+default the mean cross-entropy over its masked positions), then the mean over a patient's lines,
+so that no unit's gradient depends on another unit's data (a batch-wide mean over masked tokens
+would make it do so, and break the sensitivity argument).
 The LM head runs on each row's masked positions, gathered per row (per-sample gradients need
 the rows to stay the batch dimension; the non-private loop flattens them instead).
 Position ids are passed per row (Opacus needs a batch dimension on every embedding input).
@@ -54,9 +55,10 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, resolve_device
+from mlmia.models.objectives import MaskedBatch, Objective, make_objective
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
-from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model
+from mlmia.models.training import initial_model, model_settings, save_model
 
 log = get_logger(__name__)
 
@@ -130,28 +132,28 @@ def _prepare_opacus() -> None:
         return {}
 
 
-def per_unit_loss(model, input_ids, attention_mask, labels, position_ids):
-    """Each row's mean cross-entropy over its masked positions (labels != -100). The LM head runs
-    on each row's masked positions only (gathered to the longest row's count, the rest padded
-    with label -100): the rows stay the batch dimension, so a row's loss depends on that row
-    alone and Opacus' per-sample hooks see one row per sample, at ~1/7 of the head's FLOPs."""
+def per_unit_loss(model, objective: Objective, batch: MaskedBatch, attention_mask, position_ids):
+    """Each row's loss (`Objective.row_loss`; bert_mlm: the mean cross-entropy over its masked
+    positions, labels != -100). The LM head runs on each row's masked positions only (gathered to
+    the longest row's count, the rest padded with label -100): the rows stay the batch dimension,
+    so a row's loss depends on that row alone and Opacus' per-sample hooks see one row per
+    sample, at ~1/7 of the head's FLOPs."""
     import torch
-    import torch.nn.functional as F
 
     hidden = model.bert(
-        input_ids=input_ids,
+        input_ids=batch.input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
-        token_type_ids=torch.zeros_like(input_ids),
+        token_type_ids=torch.zeros_like(batch.input_ids),
     ).last_hidden_state
-    masked = labels != -100
+    masked = batch.labels != -100
     width = max(1, int(masked.sum(dim=1).max()))
     # masked positions first in each row (a stable sort keeps their order)
     order = torch.argsort((~masked).to(torch.int8), dim=1, stable=True)[:, :width]
     picked = hidden.gather(1, order.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
     logits = model.cls(picked).float()
-    ce = F.cross_entropy(logits.transpose(1, 2), labels.gather(1, order), reduction="none", ignore_index=-100)
-    return ce.sum(dim=1) / masked.sum(dim=1).clamp(min=1)
+    weights = None if batch.weights is None else batch.weights.gather(1, order)
+    return objective.row_loss(logits, batch.labels.gather(1, order), weights)
 
 
 def pool_by_unit(grad_sample, owner, weights, n_units: int):
@@ -191,13 +193,15 @@ def train_mlm_dp(
     log_every: int = 20,
     name: str | None = None,
     groups: Sequence | None = None,
+    objective: Objective | None = None,
 ) -> dict:
     """Train a BertForMaskedLM on `texts` with DP-SGD (the model setting `dp`; module docstring)
     and save it as `mlmia.models.training.train_mlm` does (model, tokenizer, train_log.csv,
     train_curve.png, train_info.json); train_info.json also holds `dp`: the accountant's
     epsilon and delta, sigma, C, q, steps, the share of unit gradients that were clipped, and
     the patient-level guarantee. `groups`: each text's patient (`group_id`), for the
-    patient-level guarantee (unit sample) or the patient units (unit patient)."""
+    patient-level guarantee (unit sample) or the patient units (unit patient). `objective`: as
+    for `train_mlm` (its `row_loss` gives each row's loss)."""
     import torch
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
@@ -221,6 +225,8 @@ def train_mlm_dp(
     if dp["unit"] == "patient" and group_ids is None:
         raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
     tokenizer = load_tokenizer(tokenizer_dir)
+    objective = objective or make_objective(cfg, tokenizer)
+    cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)
     _prepare_opacus()
@@ -327,17 +333,14 @@ def train_mlm_dp(
                 for r, u in enumerate(rows_ids):
                     ids[r, : len(u)] = torch.from_numpy(u)
                 attn = (ids != pad_id).long()
-                masked, labels = mlm_mask(
-                    ids, torch.isin(ids, special_ids), len(tokenizer), tokenizer.mask_token_id, gen,
-                    float(cfg["mlm_probability"]),
-                )  # fmt: skip
+                batch = objective.mask(ids, torch.isin(ids, special_ids), gen)
                 off = (
                     torch.randint(0, max_offset + 1, (len(rows_ids), 1), generator=gen)
                     if max_offset
                     else torch.zeros((len(rows_ids), 1), dtype=torch.long)
                 )
                 pos = torch.arange(width).unsqueeze(0) + off
-                per_row = per_unit_loss(net, masked.to(dev), attn.to(dev), labels.to(dev), pos.to(dev))
+                per_row = per_unit_loss(net, objective, batch.to(dev), attn.to(dev), pos.to(dev))
                 loss = per_row.mean()
                 loss.backward()
                 if unit_lines is not None:  # the patient's gradient: the mean of its lines'

@@ -1,11 +1,14 @@
 """Training BERT masked language models from scratch (the tokenizer: `mlmia.models.tokenizer`).
 
-- `train_mlm`: a BertForMaskedLM trained with the standard 15% masking (80% [MASK], 10% random,
-  10% kept), the LM head evaluated only at the masked positions (encoder -> gather the masked
-  hidden states -> `model.cls`), AdamW with linear warm-up and decay, seeded. Optionally starts
-  from a saved model (Base++ = Base trained longer). Saves the model and tokenizer with
-  `save_pretrained`, a `train_log.csv` (epoch, step, loss, lr, seconds), a `train_curve.png` and a
-  `train_info.json`.
+- `train_mlm`: a BertForMaskedLM trained with the objective its config names
+  (`mlmia.models.objectives`; by default BERT's: 15% of the tokens masked, 80% [MASK], 10%
+  random, 10% kept, and the mean cross-entropy over them), the LM head evaluated only at the
+  masked positions (encoder -> gather the masked hidden states -> `model.cls`), AdamW with
+  linear warm-up and decay (`mlmia.models.optimizer`), seeded. Optionally starts from a saved
+  model (Base++ = Base trained longer). Saves the model and tokenizer with `save_pretrained`, and
+  the run's record (`mlmia.models.run_record`): `train_log.csv` (epoch, step, loss, lr,
+  seconds), `train_curve.png` and `train_info.json`. DP-SGD is another loop
+  (`mlmia.defences.dp_sgd`), chosen where the job starts (`mlmia.training_job`).
 
 Each training line is one sequence ([CLS] line [SEP]) in length-grouped random batches. With
 probability `crop_prob` a sequence loses its first 1..`crop_max` tokens for that step (the cut
@@ -29,9 +32,9 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
+from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
-from mlmia.models.tokenizer import SPECIAL_TOKENS
 
 log = get_logger(__name__)
 
@@ -53,6 +56,8 @@ MODEL_DEFAULTS: dict = {
     "lr": 1e-3,
     "warmup_ratio": 0.06,
     "weight_decay": 0.01,
+    # the training objective, a module of mlmia.models.objectives: which tokens are masked, how the loss weighs them
+    "objective": "bert_mlm",
     "mlm_probability": 0.15,
     "seed": 0,
     # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser
@@ -65,55 +70,22 @@ MODEL_DEFAULTS: dict = {
 
 
 # --------------------------------------------------------------------------------------------
-# masking and the masked-position loss
+# the loss at the trained positions
 
 
-def mlm_mask(
-    input_ids,
-    special_mask,
-    vocab_size: int,
-    mask_token_id: int,
-    generator,
-    mlm_probability: float = 0.15,
-    first_normal_id: int = len(SPECIAL_TOKENS),
-):
-    """Standard BERT masking: choose each non-special token with probability `mlm_probability`;
-    of those, 80% become [MASK], 10% a random token, 10% stay. Returns (masked_ids, labels) with
-    labels -100 at unchosen positions. Guarantees at least one chosen token per sequence."""
-    import torch
+def masked_lm_loss(model, objective: Objective, batch: MaskedBatch, attention_mask, position_ids=None):
+    """The objective's loss of the batch, the LM head evaluated at its trained positions only
+    (labels != -100), flattened in row-major order, in fp32.
 
-    ids = input_ids.clone()
-    probs = torch.full(ids.shape, float(mlm_probability))
-    probs.masked_fill_(special_mask, 0.0)
-    chosen = torch.bernoulli(probs, generator=generator).bool()
-    # a sequence with no chosen token: choose one random non-special position
-    empty = ~chosen.any(dim=1)
-    if empty.any():
-        scores = torch.rand(ids.shape, generator=generator).masked_fill_(special_mask, -1.0)
-        pick = scores.argmax(dim=1)
-        rows = empty.nonzero(as_tuple=True)[0]
-        chosen[rows, pick[rows]] = ~special_mask[rows, pick[rows]]
-    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
-    u = torch.rand(ids.shape, generator=generator)
-    to_mask = chosen & (u < 0.8)
-    to_random = chosen & (u >= 0.8) & (u < 0.9)
-    ids[to_mask] = mask_token_id
-    rand_ids = torch.randint(first_normal_id, vocab_size, ids.shape, generator=generator)
-    ids[to_random] = rand_ids[to_random]
-    return ids, labels
-
-
-def masked_lm_loss(model, input_ids, attention_mask, labels, reduction: str = "mean", position_ids=None):
-    """Cross-entropy of the LM head at the masked positions only (labels != -100).
-
-    Same value as BertForMaskedLM's full-logits loss on the same masks, at a fraction of the
-    cost: the vocabulary projection runs on ~15% of the positions."""
-    import torch.nn.functional as F
-
-    hidden = model.bert(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
-    sel = labels != -100
-    logits = model.cls(hidden[sel])
-    return F.cross_entropy(logits.float(), labels[sel], reduction=reduction)
+    For `bert_mlm`, the same value as BertForMaskedLM's full-logits loss on the same masks, at a
+    fraction of the cost: the vocabulary projection runs on ~15% of the positions."""
+    hidden = model.bert(
+        input_ids=batch.input_ids, attention_mask=attention_mask, position_ids=position_ids
+    ).last_hidden_state
+    sel = batch.labels != -100
+    logits = model.cls(hidden[sel]).float()
+    weights = None if batch.weights is None else batch.weights[sel]
+    return objective.loss(logits, batch.labels[sel], weights, rows=len(batch.labels))
 
 
 def training_autocast(dev, precision: str):
@@ -146,6 +118,10 @@ def model_settings(config: dict | None) -> dict:
     if out["hidden_size"] % out["num_heads"]:
         raise UserError(
             f"model config: hidden_size {out['hidden_size']} is not a multiple of num_heads {out['num_heads']}"
+        )
+    if out["objective"] not in objective_names():
+        raise UserError(
+            f"model config: objective must be one of {', '.join(objective_names())}, got {out['objective']!r}"
         )
     if out["precision"] not in ("fp32", "bf16"):
         raise UserError(f"model config: precision must be fp32 or bf16, got {out['precision']!r}")
@@ -246,6 +222,7 @@ def train_mlm(
     log_every: int = 20,
     name: str | None = None,
     save_epochs: Sequence[int] = (),
+    objective: Objective | None = None,
 ) -> dict:
     """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`, without DP
     (a model with a `dp` setting is trained by `mlmia.training_job.train_model`).
@@ -256,7 +233,8 @@ def train_mlm(
     checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the end of each of these epochs
     (1..epochs; the learning-rate schedule is the whole run's; an epoch cut short by
     `max_steps` is not saved). Returns a summary dict (with `checkpoints`, {epoch: directory},
-    when `save_epochs` is given)."""
+    when `save_epochs` is given). `objective`: the training objective (default: the one the
+    config names, `mlmia.models.objectives`)."""
     import torch
 
     cfg = model_settings(config)
@@ -270,6 +248,8 @@ def train_mlm(
     if not texts:
         raise UserError("train_mlm: no training text")
     tokenizer = load_tokenizer(tokenizer_dir)
+    objective = objective or make_objective(cfg, tokenizer)
+    cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)
 
@@ -360,16 +340,13 @@ def train_mlm(
             for r, u in enumerate(rows_ids):
                 ids[r, : len(u)] = torch.from_numpy(u)
             attn = (ids != pad_id).long()
-            special = torch.isin(ids, special_ids)
-            masked, labels = mlm_mask(
-                ids, special, len(tokenizer), tokenizer.mask_token_id, gen, float(cfg["mlm_probability"])
-            )
+            batch = objective.mask(ids, torch.isin(ids, special_ids), gen)
             pos = None
             if max_offset:  # random absolute offset per sequence: position-robust models
                 off = torch.randint(0, max_offset + 1, (len(idx), 1), generator=gen)
                 pos = (torch.arange(width).unsqueeze(0) + off).to(dev)
             with training_autocast(dev, cfg["precision"]):
-                loss = masked_lm_loss(model, masked.to(dev), attn.to(dev), labels.to(dev), position_ids=pos)
+                loss = masked_lm_loss(model, objective, batch.to(dev), attn.to(dev), position_ids=pos)
             optim.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
