@@ -225,7 +225,8 @@ def train_mlm_dp(
     if dp["unit"] == "patient" and group_ids is None:
         raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
     tokenizer = load_tokenizer(tokenizer_dir)
-    objective = objective or make_objective(cfg, tokenizer)
+    if objective is None:
+        objective = make_objective(cfg, tokenizer)
     cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)

@@ -248,7 +248,8 @@ def train_mlm(
     if not texts:
         raise UserError("train_mlm: no training text")
     tokenizer = load_tokenizer(tokenizer_dir)
-    objective = objective or make_objective(cfg, tokenizer)
+    if objective is None:
+        objective = make_objective(cfg, tokenizer)
     cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)
