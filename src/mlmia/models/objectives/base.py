@@ -70,7 +70,7 @@ class Objective:
     def row_loss(self, logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None):
         """Each row's loss (rows,): `logits` (rows, width, vocab, float32) and `labels` (rows,
         width) hold each row's trained positions first, the rest padded with label -100;
-        `weights` (rows, width) or None, gathered the same way."""
+        `weights` (rows, width) or None, gathered the same way; the padding must count for nothing."""
         raise NotImplementedError
 
 
