@@ -106,7 +106,10 @@ rule dexposure_train:
         chosen=result("dexposure/chosen.parquet"),
         tokenizer=DEXPOSURE_TOKENIZER,
     output:
-        result("dexposure/runs/{setting}/seed{seed}_rep{repetitions}.parquet"),
+        runs=result("dexposure/runs/{setting}/seed{seed}_rep{repetitions}.parquet"),
+        record=directory(
+            result("dexposure/train/{setting}/seed{seed}_rep{repetitions}")
+        ),
     log:
         result("logs/dexposure/{setting}/seed{seed}_rep{repetitions}.log"),
     benchmark:

@@ -4,6 +4,7 @@ the findings, and `snakemake dexposure` end to end on the CI config."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -191,7 +192,7 @@ def test_first_subword_labels(tagger):
     assert pos[1] == 1 + len(tokenizer.tokenize("Dr."))
 
 
-def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger):
+def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger, tmp_path):
     _, tokenizer, _ = tagger
     counts = phi.word_tag_counts(notes)
     chosen = phi.choose_entities(counts, phi.SLOT_CLASSES, phi.PHI_CLASSES)
@@ -206,6 +207,8 @@ def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger):
         training={"batch_size": 16, "lr": 0.003},
         checkpoints=[1, 2],
         device="cpu",
+        record_dir=tmp_path / "record",
+        log_every=3,
     )
     assert list(runs.columns[: len(dx.RUN_COLUMNS)]) == dx.RUN_COLUMNS
     assert len(runs) == 2 * 3 and set(runs["epoch"]) == {1, 2}
@@ -213,6 +216,14 @@ def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger):
     assert runs["f1"].between(0, 1).all() and (runs["valid_loss"] > 0).all()
     n_train = int((notes.split == "train").sum())
     assert (runs["train_sentences"] == n_train + 3 * 8).all()
+    # the run's record is every trained model's (mlmia.models.run_record)
+    info = json.loads((tmp_path / "record" / "train_info.json").read_text())
+    assert list(info) == ["name", "config", "init_from", "n_texts", "n_tokens", "steps", "epochs_run", "final_loss",
+                          "train_seconds", "total_seconds", "tokens_per_second", "threads", "device", "n_parameters"]  # fmt: skip
+    assert info["n_texts"] == n_train + 3 * 8 and info["epochs_run"] == 2 and info["config"]["lr_decay"] is True
+    log = pd.read_csv(tmp_path / "record" / "train_log.csv")
+    assert log["step"].iloc[-1] == info["steps"] == 2 * math.ceil(info["n_texts"] / 16)
+    assert (tmp_path / "record" / "train_curve.png").exists()
 
 
 # ------------------------------------------------------------------------------------ i2b2 XML

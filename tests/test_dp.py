@@ -27,9 +27,12 @@ from mlmia.defences.audit import (
 )
 from mlmia.defences.dp_sgd import dp_settings, group_privacy, per_unit_loss, pool_by_unit
 from mlmia.defences.workflow import audit_plan
+from mlmia.models.objectives import MaskedBatch
+from mlmia.models.objectives.bert_mlm import BertMLM
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.models.training import model_settings, train_mlm
+from mlmia.models.training import train_mlm
 from mlmia.study.study import Study
+from mlmia.training_job import train_model, training_settings
 
 TEXTS = [
     f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)
@@ -54,7 +57,7 @@ def test_dp_training_meets_the_target_epsilon_and_clips(tok_dir, tmp_path):
     from transformers import BertForMaskedLM
 
     config = {**TINY, "dp": {"epsilon": 4, "max_grad_norm": 0.1}}
-    info = train_mlm(TEXTS, tok_dir, tmp_path / "m", config=config, threads=1, device="cpu", groups=GROUPS)
+    info = train_model(TEXTS, tok_dir, tmp_path / "m", config=config, threads=1, device="cpu", groups=GROUPS)
     dp = json.loads((tmp_path / "m" / "train_info.json").read_text())["dp"]
     assert dp == info["dp"]
     # the accountant's epsilon after every planned step: within the target, and close to it
@@ -79,8 +82,8 @@ def test_dp_fine_tuning_starts_from_the_init_model(tok_dir, tmp_path):
 
     train_mlm(TEXTS, tok_dir, tmp_path / "base", config={**TINY, "epochs": 1}, threads=1, device="cpu")
     frozen = {**TINY, "epochs": 1, "lr": 0.0, "seed": 5, "dp": {"epsilon": 8}}
-    train_mlm(TEXTS, tok_dir, tmp_path / "ft", config=frozen, init_dir=tmp_path / "base", threads=1, device="cpu")
-    train_mlm(TEXTS, tok_dir, tmp_path / "new", config=frozen, threads=1, device="cpu")
+    train_model(TEXTS, tok_dir, tmp_path / "ft", config=frozen, init_dir=tmp_path / "base", threads=1, device="cpu")
+    train_model(TEXTS, tok_dir, tmp_path / "new", config=frozen, threads=1, device="cpu")
     base, tuned, new = (
         BertForMaskedLM.from_pretrained(str(tmp_path / name)).state_dict() for name in ("base", "ft", "new")
     )
@@ -92,21 +95,21 @@ def test_dp_fine_tuning_starts_from_the_init_model(tok_dir, tmp_path):
 
 def test_patient_level_dp_and_the_non_private_loop(tok_dir, tmp_path):
     config = {**TINY, "batch_size": 5, "dp": {"epsilon": 2, "unit": "patient"}}
-    info = train_mlm(TEXTS, tok_dir, tmp_path / "p", config=config, threads=1, device="cpu", groups=GROUPS)
+    info = train_model(TEXTS, tok_dir, tmp_path / "p", config=config, threads=1, device="cpu", groups=GROUPS)
     dp = info["dp"]
     assert dp["unit"] == "patient" and dp["units"] == 20 and dp["delta"] == pytest.approx(1 / 20)
     assert 0.9 * 2 < dp["epsilon"] <= 2 + 1e-6
     assert dp["patient_level"]["epsilon"] == dp["epsilon"] and dp["patient_level"]["how"] == "patient-level DP-SGD"
     with pytest.raises(UserError, match="group_id"):
-        train_mlm(TEXTS, tok_dir, tmp_path / "x", config=config, threads=1, device="cpu")
+        train_model(TEXTS, tok_dir, tmp_path / "x", config=config, threads=1, device="cpu")
     # epsilon null: the same loop without clipping or noise
-    none = train_mlm(TEXTS, tok_dir, tmp_path / "n", config={**TINY, "dp": {"epsilon": None}}, device="cpu")
+    none = train_model(TEXTS, tok_dir, tmp_path / "n", config={**TINY, "dp": {"epsilon": None}}, device="cpu")
     assert none["dp"]["epsilon"] is None and none["dp"]["noise_multiplier"] == 0 and none["dp"]["clipped_share"] == 0
 
 
 def test_empty_poisson_batches_still_take_a_noisy_step(tok_dir, tmp_path):
     config = {**TINY, "batch_size": 1, "epochs": 1, "dp": {"epsilon": 8}}
-    info = train_mlm(TEXTS, tok_dir, tmp_path / "e", config=config, threads=1, device="cpu", groups=GROUPS)
+    info = train_model(TEXTS, tok_dir, tmp_path / "e", config=config, threads=1, device="cpu", groups=GROUPS)
     assert info["dp"]["empty_batches"] > 0 and info["steps"] == len(TEXTS)  # q = 1/60: some batches are empty
     assert info["dp"]["epsilon"] <= 8 + 1e-6
 
@@ -133,15 +136,66 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
     labels[0, 4] = ids[0, 4]
     pos = torch.arange(7).unsqueeze(0).expand(3, 7)
     gsm = GradSampleModule(model, loss_reduction="mean")
-    per_unit_loss(model, ids, attn, labels, pos).mean().backward()
+    bert = BertMLM(50, 4)
+    per_unit_loss(model, bert, MaskedBatch(ids, labels), attn, pos).mean().backward()
     samples = {name: p.grad_sample.clone() for name, p in model.named_parameters()}
     gsm.disable_hooks()
     for i in range(3):
-        loss = per_unit_loss(model, ids[i : i + 1], attn[i : i + 1], labels[i : i + 1], pos[i : i + 1]).mean()
+        row = MaskedBatch(ids[i : i + 1], labels[i : i + 1])
+        loss = per_unit_loss(model, bert, row, attn[i : i + 1], pos[i : i + 1]).mean()
         grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
         for (name, p), g in zip(model.named_parameters(), grads):
             expected = torch.zeros_like(p) if g is None else g
             assert torch.allclose(samples[name][i], expected, atol=1e-5), (name, i)
+
+
+class RowWeighted(BertMLM):
+    """BERT's masks with a weight per row on each masked position, the loss the weighted sum over a
+    row (per row) or over the batch divided by its rows: the shape a masked-diffusion objective's
+    1 / t weighting takes, here only to show that the loops need no change for it."""
+
+    name = "row_weighted"
+
+    def mask(self, input_ids, special_mask, generator):
+        batch = super().mask(input_ids, special_mask, generator)
+        per_row = (torch.arange(len(input_ids)) % 3 + 1).float() / (batch.labels != -100).sum(dim=1)
+        return MaskedBatch(batch.input_ids, batch.labels, per_row[:, None].expand(batch.labels.shape).contiguous())
+
+    def loss(self, logits, labels, weights, rows):
+        return (torch.nn.functional.cross_entropy(logits, labels, reduction="none") * weights).sum() / rows
+
+    def row_loss(self, logits, labels, weights):
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none", ignore_index=-100)
+        return (ce * weights).sum(dim=1)
+
+
+def test_a_weighted_objective_runs_in_both_loops_as_they_are(tok_dir, tmp_path):
+    """An objective with loss weights (`MaskedBatch.weights`) goes through the plain loop's
+    flattened loss and DP-SGD's per-row losses alike, and the two agree on a batch."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from mlmia.defences.dp_sgd import train_mlm_dp
+    from mlmia.models.training import masked_lm_loss
+
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    objective = RowWeighted(len(tok), tok.mask_token_id)
+    enc = tok(TEXTS[:12], padding=True, return_tensors="pt")
+    batch = objective.mask(enc["input_ids"], torch.isin(enc["input_ids"], torch.tensor(tok.all_special_ids)),
+                           torch.Generator().manual_seed(0))  # fmt: skip
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=32)).eval()  # fmt: skip
+    positions = torch.arange(batch.input_ids.shape[1]).expand(batch.input_ids.shape)
+    with torch.no_grad():
+        flat = masked_lm_loss(model, objective, batch, enc["attention_mask"], position_ids=positions)
+        rows = per_unit_loss(model, objective, batch, enc["attention_mask"], positions)
+    assert float(flat) == pytest.approx(float(rows.mean()), rel=1e-5) and not torch.allclose(rows, rows.mean())
+    config = {**TINY, "epochs": 1}
+    plain = train_mlm(TEXTS, tok_dir, tmp_path / "plain", config=config, device="cpu", objective=objective)
+    private = train_mlm_dp(TEXTS, tok_dir, tmp_path / "dp", config={**config, "dp": {"epsilon": 8}}, device="cpu",
+                           objective=objective)  # fmt: skip
+    assert plain["config"]["objective"] == private["config"]["objective"] == "row_weighted"
+    assert math.isfinite(plain["final_loss"]) and math.isfinite(private["final_loss"])
 
 
 def test_pooling_rows_into_patients():
@@ -152,17 +206,19 @@ def test_pooling_rows_into_patients():
 
 
 def test_dp_settings_are_checked_in_one_line():
-    assert model_settings({"dp": {"epsilon": 4}})["dp"] == {
+    assert training_settings({"dp": {"epsilon": 4}})["dp"] == {
         "epsilon": 4, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample"
     }  # fmt: skip
-    assert model_settings({})["dp"] is None
+    assert training_settings({})["dp"] is None
     for bad, match in [({"epsilon": 0}, "dp.epsilon"), ({"eps": 1}, "unknown key"), ({"unit": "ward"}, "dp.unit"),
                        ({"max_grad_norm": -1}, "max_grad_norm"), ({"delta": 1.5}, "dp.delta"), (4, "mapping")]:  # fmt: skip
         with pytest.raises(UserError, match=match) as info:
             dp_settings(bad)
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="pack: false"):
-        train_mlm(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
+        train_model(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
+    with pytest.raises(UserError, match="mlmia.training_job"):  # the plain loop never drops the DP asked for
+        train_mlm(TEXTS, "unused", "unused", config={**TINY, "dp": {"epsilon": 1}})
     assert group_privacy(1.0, 1e-5, 1) == (1.0, 1e-5)
     eps, delta = group_privacy(0.5, 1e-5, 4)
     assert eps == 2.0 and delta == pytest.approx(4 * math.exp(1.5) * 1e-5)

@@ -66,3 +66,13 @@ def test_an_edit_reached_only_through_another_module_changes_the_digest_and_one_
 def test_every_script_reaches_the_step_runner_in_mlmia_core():
     for script in sorted(SCRIPTS.glob("*.py")):
         assert "mlmia.core.runner" in import_closure(script), script.name
+
+
+def test_a_registry_that_loads_its_package_by_name_brings_every_module_of_it(tmp_path):
+    # the attack registry and the training objectives import their modules by name at run time
+    script = tmp_path / "step.py"
+    script.write_text("from mlmia.models.objectives import make_objective\n")
+    closure = set(import_closure(script))
+    assert "mlmia.models.objectives.bert_mlm" in closure  # never named in an import statement
+    script.write_text("from mlmia.attacks.base import get_attack\n")
+    assert {"mlmia.attacks.rmia", "mlmia.attacks.lira_online"} <= set(import_closure(script))

@@ -12,8 +12,11 @@ import pytest
 import torch
 
 from mlmia.core.errors import UserError
+from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
+from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
 from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
-from mlmia.models.training import masked_lm_loss, mlm_mask, model_settings, train_from_table, train_mlm
+from mlmia.models.training import masked_lm_loss, model_settings, train_mlm
+from mlmia.training_job import train_from_table
 
 TEXTS = (
     [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]
@@ -47,11 +50,10 @@ def tok_dir(tmp_path_factory):
 def _fixed_mask_loss(model, tokenizer, texts, seed=0):
     enc = tokenizer(texts, padding=True, return_tensors="pt")
     special = torch.isin(enc["input_ids"], torch.tensor(tokenizer.all_special_ids))
-    ids, labels = mlm_mask(
-        enc["input_ids"], special, len(tokenizer), tokenizer.mask_token_id, torch.Generator().manual_seed(seed)
-    )
+    objective = BertMLM(len(tokenizer), tokenizer.mask_token_id)
+    batch = objective.mask(enc["input_ids"], special, torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        return float(masked_lm_loss(model, ids, enc["attention_mask"], labels))
+        return float(masked_lm_loss(model, objective, batch, enc["attention_mask"]))
 
 
 def test_tokenizer_is_bert_uncased(tok_dir):
@@ -296,7 +298,9 @@ def test_masked_position_head_equals_full_logits_loss(tok_dir):
     ids, labels = mlm_mask(enc["input_ids"], special, len(tok), tok.mask_token_id, torch.Generator().manual_seed(1))
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=enc["attention_mask"], labels=labels).loss
-        fast = masked_lm_loss(model, ids, enc["attention_mask"], labels)
+        fast = masked_lm_loss(
+            model, BertMLM(len(tok), tok.mask_token_id), MaskedBatch(ids, labels), enc["attention_mask"]
+        )
     assert abs(float(full) - float(fast)) < 1e-5
 
 
@@ -310,7 +314,11 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
     assert list(log.columns) == ["epoch", "step", "loss", "lr", "seconds"]
     assert log["loss"].iloc[-1] < log["loss"].iloc[0] - 0.5
     assert (out / "train_curve.png").stat().st_size > 0
-    assert json.loads((out / "train_info.json").read_text())["n_texts"] == len(TEXTS)
+    assert list(json.loads((out / "train_info.json").read_text())) == list(info) == [
+        "name", "config", "init_from", "n_texts", "n_tokens", "steps", "epochs_run", "final_loss", "train_seconds",
+        "total_seconds", "tokens_per_second", "threads", "device", "n_parameters",
+    ]  # fmt: skip
+    assert info["n_texts"] == len(TEXTS) and info["final_loss"] == log["loss"].iloc[-1]
 
     model = BertForMaskedLM.from_pretrained(str(out)).eval()
     tok = AutoTokenizer.from_pretrained(str(out))
@@ -405,6 +413,38 @@ def test_settings_are_validated(tmp_path):
         model_settings({"layers": 3})
     with pytest.raises(UserError, match="multiple"):
         model_settings({"hidden_size": 30, "num_heads": 4})
+    assert model_settings({})["objective"] == "bert_mlm" and objective_names() == ["bert_mlm"]
+    with pytest.raises(UserError, match="objective must be one of bert_mlm"):
+        model_settings({"objective": "diffusion"})
     pd.DataFrame({"text": TEXTS}).to_parquet(tmp_path / "a.parquet")
     tok = tokenizer_from_tables([tmp_path / "a.parquet"], tmp_path / "tok", vocab_size=150, min_frequency=1)
     assert len(tok) <= 150
+    objective = make_objective(model_settings({"mlm_probability": 0.2}), tok)  # the config's, built for the tokenizer
+    assert isinstance(objective, BertMLM) and objective.mlm_probability == 0.2
+    assert (objective.vocab_size, objective.mask_token_id) == (len(tok), tok.mask_token_id)
+
+
+def test_adamw_groups_and_the_linear_schedule():
+    from transformers import BertConfig, BertForMaskedLM
+
+    from mlmia.models.optimizer import adamw_with_schedule
+
+    model = BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=16, max_position_embeddings=16))  # fmt: skip
+    optim, sched = adamw_with_schedule(model, lr=1.0, weight_decay=0.01, warmup_ratio=0.2, total_steps=10)
+    decayed, not_decayed = optim.param_groups
+    assert decayed["weight_decay"] == 0.01 and not_decayed["weight_decay"] == 0.0
+    assert all(p.ndim == 2 for p in decayed["params"]) and all(p.ndim == 1 for p in not_decayed["params"])
+    rates = []
+    for _ in range(10):
+        rates.append(optim.param_groups[0]["lr"])
+        optim.step()
+        sched.step()
+    assert rates == pytest.approx([0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+    optim, sched = adamw_with_schedule(
+        model, lr=1.0, weight_decay=0.0, warmup_ratio=0.2, total_steps=10, lr_decay=False
+    )
+    for _ in range(5):
+        optim.step()
+        sched.step()
+    assert optim.param_groups[0]["lr"] == 1.0

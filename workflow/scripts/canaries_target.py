@@ -2,7 +2,7 @@ from mlmia.core.io import read_table, require_columns
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
 from mlmia.memorization.canaries import insertion_texts, training_settings
-from mlmia.models.training import train_mlm
+from mlmia.training_job import train_model
 
 log = get_logger("canaries_target")
 
@@ -14,7 +14,7 @@ def main(snakemake):
     inserted = insertion_texts(read_table(inputs.canaries))
     settings = training_settings(params.model, params.shape, params.epochs)
     log.info("canary target: %d training lines and %d canary insertions", len(text), len(inserted))
-    train_mlm(
+    train_model(
         text["text"].astype(str).tolist() + inserted,
         inputs.tokenizer,
         snakemake.output[0],

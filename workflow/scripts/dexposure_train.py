@@ -27,8 +27,9 @@ def main(snakemake):
         setting=wildcards.setting,
         device=params.device,
         threads=snakemake.threads,
+        record_dir=snakemake.output.record,
     )
-    write_parquet(runs, snakemake.output[0])
+    write_parquet(runs, snakemake.output.runs)
 
 
 run_step(snakemake, main)

@@ -1,5 +1,5 @@
 from mlmia.core.runner import run_step
-from mlmia.models.training import train_from_table
+from mlmia.training_job import train_from_table
 
 
 def main(snakemake):

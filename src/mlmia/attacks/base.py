@@ -47,6 +47,8 @@ INPUT_ROLES = ("target", "reference", "references", "neighbours", "sample")
 #: the roles whose columns come from a model's score table
 MODEL_ROLES = ("target", "reference", "references", "neighbours")
 ENTRY_POINT_GROUP = "mlmia.attacks"
+#: the registry imports this package's modules by name (read by mlmia.core.provenance)
+LOADS_BY_NAME = "mlmia.attacks"
 #: modules of this package that hold no attack
 _NOT_ATTACKS = ("base", "shared", "table")
 

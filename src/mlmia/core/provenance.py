@@ -1,13 +1,19 @@
-"""Digests of library code, declared as rule params so that Snakemake reruns a step when the
-code it runs changes (Snakemake tracks a script's mtime, not what it imports).
+"""The library's imports, read from its source, and the code digests derived from them.
 
-`script_digest` derives the code a step runs from the script itself: the `mlmia` modules it
+`script_digest` derives the code a workflow step runs from its script: the `mlmia` modules it
 imports, at module or function level, and theirs, transitively, with the `__init__` of every
-package on the way (Python runs those on import). Nothing is imported to find them: the
-sources are parsed where `mlmia` lies on `sys.path`, so a copy of the library first on
-`PYTHONPATH` is the one digested. Every script imports `mlmia.core` (the step runner), so an
-edit there reruns every job. What a script loads by name at run time (a registry's plug-ins)
-cannot be seen in its imports: the rule names those modules as extras.
+package on the way (Python runs those on import). A digest of them, declared as a rule's
+param, makes Snakemake rerun the step when that code changes (Snakemake tracks a script's
+mtime, not what it imports). Nothing is imported to find them: the sources are parsed where
+`mlmia` lies on `sys.path`, so a copy of the library first on `PYTHONPATH` is the one read.
+Every script imports `mlmia.core` (the step runner), so an edit there reruns every job.
+
+A registry that imports the modules of its package by name declares it (a module-level
+``LOADS_BY_NAME = "<package>"``): for a digest every module of that package counts as
+imported. What is loaded from outside the library (a user's plug-in) cannot be seen in the
+source: the rule names those modules as extras.
+
+`SourceTree.graph` is the same reading as an import graph (the import-cycle test).
 """
 
 from __future__ import annotations
@@ -44,25 +50,105 @@ def module_digest(*modules: str) -> str:
     return digest.hexdigest()[:16]
 
 
-@cache
-def _package_root() -> Path:
-    """The folder of the `mlmia` package that an import would load (its spec alone, no import)."""
-    spec = importlib.util.find_spec(ROOT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"package {ROOT_PACKAGE} not found")
-    return Path(next(iter(spec.submodule_search_locations)))
+def with_packages(names: set[str]) -> set[str]:
+    """`names` and every package above them (importing `a.b.c` runs `a` and `a.b` first)."""
+    out = set()
+    for name in names:
+        parts = name.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
 
 
-def module_file(name: str) -> Path | None:
-    """The source file of module `name` of the library (a package: its `__init__.py`), or None."""
-    parts = name.split(".")
-    if parts[0] != ROOT_PACKAGE:
+class SourceTree:
+    """The modules of one package (`package`, whose folder is `root`), read from their source."""
+
+    def __init__(self, root: str | os.PathLike, package: str) -> None:
+        self.root, self.package = Path(root), package
+        self._imports: dict[tuple[str, bool], frozenset[str]] = {}
+
+    def module_file(self, name: str) -> Path | None:
+        """The source file of module `name` (a package: its `__init__.py`), or None."""
+        parts = name.split(".")
+        if parts[0] != self.package:
+            return None
+        base = self.root.joinpath(*parts[1:])
+        for path in (base / "__init__.py", base.with_suffix(".py")):
+            if path.is_file():
+                return path
         return None
-    base = _package_root().joinpath(*parts[1:])
-    for path in (base / "__init__.py", base.with_suffix(".py")):
-        if path.is_file():
-            return path
-    return None
+
+    def modules(self) -> list[str]:
+        """Every module of the tree, packages included."""
+        names = []
+        for path in sorted(self.root.rglob("*.py")):
+            parts = (self.package, *path.relative_to(self.root).with_suffix("").parts)
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        return names
+
+    def _loaded_by_name(self, tree: ast.Module) -> set[str]:
+        """Every module of the package a registry declares it loads by name (`LOADS_BY_NAME`)."""
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "LOADS_BY_NAME" for t in node.targets)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                init = self.module_file(node.value.value)
+                if init is None or init.name != "__init__.py":
+                    raise ValueError(f"LOADS_BY_NAME names no package of {self.package}: {node.value.value}")
+                return {f"{node.value.value}.{p.stem}" for p in init.parent.glob("*.py") if p.stem != "__init__"}
+        return set()
+
+    def imported_modules(
+        self, source: str, module: str | None = None, is_package: bool = False, by_name: bool = True
+    ) -> set[str]:
+        """The tree's modules that `source` imports anywhere (in functions too): `import a.b`,
+        and `from a import b` as `a` and, when `b` is a module, `a.b`; with `by_name`, also
+        those a registry in it declares it loads by name. `module` names the source's own
+        module (relative imports are resolved against it)."""
+        tree = ast.parse(source)
+        found = self._loaded_by_name(tree) if by_name else set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(node, module, is_package)
+                if base is not None:
+                    found.add(base)
+                    found.update(f"{base}.{a.name}" for a in node.names if self.module_file(f"{base}.{a.name}"))
+        return {name for name in found if self.module_file(name)}
+
+    def module_imports(self, name: str, by_name: bool = True) -> frozenset[str]:
+        """What module `name` imports (`imported_modules` of its source), read once."""
+        key = (name, by_name)
+        if key not in self._imports:
+            path = self.module_file(name)
+            if path is None:
+                raise ValueError(f"no such module of {self.package}: {name}")
+            found = self.imported_modules(path.read_text(), name, path.name == "__init__.py", by_name)
+            self._imports[key] = frozenset(found)
+        return self._imports[key]
+
+    def closure(self, names: set[str]) -> list[str]:
+        """`names`, every module they import, directly or through others, and the packages above them."""
+        todo, seen = with_packages(names), set()
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo |= with_packages(set(self.module_imports(name))) - seen
+        return sorted(seen)
+
+    def graph(self) -> dict[str, set[str]]:
+        """{module: the modules its import statements load}: with the packages above an imported
+        module (their `__init__` runs first) except the importer's own (already running); loading
+        by name is not an import statement and makes no edge."""
+        graph = {}
+        for name in self.modules():
+            own = with_packages({name})
+            graph[name] = with_packages(set(self.module_imports(name, by_name=False))) - own
+        return graph
 
 
 def _absolute(node: ast.ImportFrom, module: str | None, is_package: bool) -> str | None:
@@ -77,65 +163,38 @@ def _absolute(node: ast.ImportFrom, module: str | None, is_package: bool) -> str
     return ".".join([*package, *([node.module] if node.module else [])])
 
 
-def imported_modules(source: str, module: str | None = None, is_package: bool = False) -> set[str]:
-    """The library modules that `source` imports anywhere (in functions too): `import a.b`, and
-    `from a import b` as `a` and, when `b` is a module, `a.b`. `module` names the source's own
-    module, for relative imports."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _absolute(node, module, is_package)
-            if base is None:
-                continue
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names if module_file(f"{base}.{alias.name}"))
-    return {name for name in found if name.split(".")[0] == ROOT_PACKAGE and module_file(name)}
-
-
-def _with_packages(names: set[str]) -> set[str]:
-    """`names` and every package above them (importing `a.b.c` runs `a` and `a.b` first)."""
-    out = set()
-    for name in names:
-        parts = name.split(".")
-        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return out
-
-
 @cache
-def _module_imports(name: str) -> frozenset[str]:
-    path = module_file(name)
-    return frozenset(imported_modules(path.read_text(), name, path.name == "__init__.py"))
+def library() -> SourceTree:
+    """The `mlmia` package that an import would load (found from its spec alone, no import)."""
+    spec = importlib.util.find_spec(ROOT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"package {ROOT_PACKAGE} not found")
+    return SourceTree(next(iter(spec.submodule_search_locations)), ROOT_PACKAGE)
+
+
+def imported_modules(source: str, module: str | None = None, is_package: bool = False) -> set[str]:
+    """The library modules `source` imports (`SourceTree.imported_modules` of the library)."""
+    return library().imported_modules(source, module, is_package)
 
 
 def import_closure(script: str | os.PathLike, *extra: str) -> list[str]:
     """Every library module that running `script` imports, directly or through other library
     modules, with the packages above them; `extra` library modules (and what they import) join them."""
-    todo = _with_packages(imported_modules(Path(script).read_text()) | set(extra))
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        if module_file(name) is None:
-            raise ValueError(f"no such module of {ROOT_PACKAGE}: {name}")
-        seen.add(name)
-        todo |= _with_packages(set(_module_imports(name))) - seen
-    return sorted(seen)
+    return library().closure(imported_modules(Path(script).read_text()) | set(extra))
 
 
 def script_digest(script: str | os.PathLike, *extra: str) -> str:
     """A short sha256 over the source of every library module in `import_closure(script, ...)`:
     an edit to any module the script reaches changes it, an edit elsewhere does not. `extra`:
-    modules the script loads by name (a registry's); those outside the library (a user's
-    plug-in) count by their own source files."""
-    library = [name for name in extra if name.split(".")[0] == ROOT_PACKAGE]
+    modules the script loads by name; those outside the library (a user's plug-in) count by
+    their own source files."""
+    tree = library()
+    inside = [name for name in extra if name.split(".")[0] == ROOT_PACKAGE]
     digest = hashlib.sha256()
-    for name in import_closure(script, *library):
+    for name in import_closure(script, *inside):
         digest.update(name.encode())
-        digest.update(module_file(name).read_bytes())
-    outside = sorted(set(extra) - set(library))
+        digest.update(tree.module_file(name).read_bytes())
+    outside = sorted(set(extra) - set(inside))
     if outside:
         digest.update(module_digest(*outside).encode())
     return digest.hexdigest()[:16]

@@ -23,9 +23,10 @@ The unit of privacy (`unit`):
   most C, and the accountant's (eps, delta) holds per patient directly (delta = 1 / patients).
   `batch_size` then counts patients.
 
-The loss per unit is the mean cross-entropy over its masked positions (per line, then the
-mean over a patient's lines), so that no unit's gradient depends on another unit's data (a
-batch-wide mean over masked tokens would make it do so, and break the sensitivity argument).
+The loss per unit is the objective's loss of each line alone (`mlmia.models.objectives`; by
+default the mean cross-entropy over its masked positions), then the mean over a patient's lines,
+so that no unit's gradient depends on another unit's data (a batch-wide mean over masked tokens
+would make it do so, and break the sensitivity argument).
 The LM head runs on each row's masked positions, gathered per row (per-sample gradients need
 the rows to stay the batch dimension; the non-private loop flattens them instead).
 Position ids are passed per row (Opacus needs a batch dimension on every embedding input).
@@ -43,10 +44,8 @@ the tokenizer (docs/dp.md).
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +54,11 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.models.loading import load_tokenizer, resolve_device
+from mlmia.models.objectives import MaskedBatch, Objective, make_objective
+from mlmia.models.optimizer import adamw_with_schedule
+from mlmia.models.run_record import RunRecord
+from mlmia.models.training import initial_model, model_settings, save_model
 
 log = get_logger(__name__)
 
@@ -128,28 +132,28 @@ def _prepare_opacus() -> None:
         return {}
 
 
-def per_unit_loss(model, input_ids, attention_mask, labels, position_ids):
-    """Each row's mean cross-entropy over its masked positions (labels != -100). The LM head runs
-    on each row's masked positions only (gathered to the longest row's count, the rest padded
-    with label -100): the rows stay the batch dimension, so a row's loss depends on that row
-    alone and Opacus' per-sample hooks see one row per sample, at ~1/7 of the head's FLOPs."""
+def per_unit_loss(model, objective: Objective, batch: MaskedBatch, attention_mask, position_ids):
+    """Each row's loss (`Objective.row_loss`; bert_mlm: the mean cross-entropy over its masked
+    positions, labels != -100). The LM head runs on each row's masked positions only (gathered to
+    the longest row's count, the rest padded with label -100): the rows stay the batch dimension,
+    so a row's loss depends on that row alone and Opacus' per-sample hooks see one row per
+    sample, at ~1/7 of the head's FLOPs."""
     import torch
-    import torch.nn.functional as F
 
     hidden = model.bert(
-        input_ids=input_ids,
+        input_ids=batch.input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
-        token_type_ids=torch.zeros_like(input_ids),
+        token_type_ids=torch.zeros_like(batch.input_ids),
     ).last_hidden_state
-    masked = labels != -100
+    masked = batch.labels != -100
     width = max(1, int(masked.sum(dim=1).max()))
     # masked positions first in each row (a stable sort keeps their order)
     order = torch.argsort((~masked).to(torch.int8), dim=1, stable=True)[:, :width]
     picked = hidden.gather(1, order.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
     logits = model.cls(picked).float()
-    ce = F.cross_entropy(logits.transpose(1, 2), labels.gather(1, order), reduction="none", ignore_index=-100)
-    return ce.sum(dim=1) / masked.sum(dim=1).clamp(min=1)
+    weights = None if batch.weights is None else batch.weights.gather(1, order)
+    return objective.row_loss(logits, batch.labels.gather(1, order), weights)
 
 
 def pool_by_unit(grad_sample, owner, weights, n_units: int):
@@ -189,22 +193,22 @@ def train_mlm_dp(
     log_every: int = 20,
     name: str | None = None,
     groups: Sequence | None = None,
+    objective: Objective | None = None,
 ) -> dict:
     """Train a BertForMaskedLM on `texts` with DP-SGD (the model setting `dp`; module docstring)
     and save it as `mlmia.models.training.train_mlm` does (model, tokenizer, train_log.csv,
     train_curve.png, train_info.json); train_info.json also holds `dp`: the accountant's
     epsilon and delta, sigma, C, q, steps, the share of unit gradients that were clipped, and
     the patient-level guarantee. `groups`: each text's patient (`group_id`), for the
-    patient-level guarantee (unit sample) or the patient units (unit patient)."""
+    patient-level guarantee (unit sample) or the patient units (unit patient). `objective`: as
+    for `train_mlm` (its `row_loss` gives each row's loss)."""
     import torch
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
 
-    from mlmia.models.loading import load_tokenizer, resolve_device
-    from mlmia.models.training import initial_model, mlm_mask, model_settings, save_model, write_training_log
-
     cfg = model_settings(config)
     dp = dp_settings(cfg["dp"])
+    cfg["dp"] = dp  # train_info.json records the setting with its defaults
     if cfg["pack"]:
         raise UserError("model config: dp needs pack: false (a packed block mixes lines, so no line is one unit)")
     torch.set_num_threads(max(1, int(threads)))
@@ -221,8 +225,11 @@ def train_mlm_dp(
     if dp["unit"] == "patient" and group_ids is None:
         raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
     tokenizer = load_tokenizer(tokenizer_dir)
+    if objective is None:
+        objective = make_objective(cfg, tokenizer)
+    cfg["objective"] = objective.name
     out_dir = Path(out_dir)
-    t_start = time.time()
+    record = RunRecord(name or out_dir.name, log_every)
     _prepare_opacus()
     model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
@@ -264,22 +271,9 @@ def train_mlm_dp(
     total_steps = steps_per_epoch * epochs
     if max_steps is not None:
         total_steps = min(total_steps, int(max_steps))
-    warmup = int(round(float(cfg["warmup_ratio"]) * total_steps))
-
-    decay, no_decay = [], []
-    for pname, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in pname or pname.endswith("bias") else decay).append(p)
-    base_optim = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": float(cfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=float(cfg["lr"]),
+    base_optim, sched = adamw_with_schedule(
+        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
     )
-
-    def lr_lambda(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(base_optim, lr_lambda)
     engine = PrivacyEngine(accountant=dp["accountant"])
     noise_gen = torch.Generator(device=dev).manual_seed(seed + 3)
     common = {"module": model, "optimizer": base_optim, "data_loader": loader, "poisson_sampling": True,
@@ -304,15 +298,13 @@ def train_mlm_dp(
     log.info(
         "%s: DP-SGD (%s), %d texts in %d %s units, %d tokens, %d epochs, %d steps, expected batch %d, lr %g, "
         "target eps %s at delta %.3g, sigma %.4g, C %g, %d thread(s), device %s",
-        name or out_dir.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
+        record.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
         batch_size, cfg["lr"], dp["epsilon"], delta, optim.noise_multiplier, clip, threads, dev,
     )  # fmt: skip
 
-    rows = []
     step = 0
-    run_loss, run_n = 0.0, 0
     clipped, seen, empty = 0, 0, 0
-    t0 = time.time()
+    record.start(total_steps)
     done = False
     epoch = 0
     for epoch in range(1, epochs + 1):
@@ -342,17 +334,14 @@ def train_mlm_dp(
                 for r, u in enumerate(rows_ids):
                     ids[r, : len(u)] = torch.from_numpy(u)
                 attn = (ids != pad_id).long()
-                masked, labels = mlm_mask(
-                    ids, torch.isin(ids, special_ids), len(tokenizer), tokenizer.mask_token_id, gen,
-                    float(cfg["mlm_probability"]),
-                )  # fmt: skip
+                batch = objective.mask(ids, torch.isin(ids, special_ids), gen)
                 off = (
                     torch.randint(0, max_offset + 1, (len(rows_ids), 1), generator=gen)
                     if max_offset
                     else torch.zeros((len(rows_ids), 1), dtype=torch.long)
                 )
                 pos = torch.arange(width).unsqueeze(0) + off
-                per_row = per_unit_loss(net, masked.to(dev), attn.to(dev), labels.to(dev), pos.to(dev))
+                per_row = per_unit_loss(net, objective, batch.to(dev), attn.to(dev), pos.to(dev))
                 loss = per_row.mean()
                 loss.backward()
                 if unit_lines is not None:  # the patient's gradient: the mean of its lines'
@@ -363,30 +352,21 @@ def train_mlm_dp(
                 clipped += int((norms > clip).sum())
                 seen += len(norms)
                 optim.step()
-                run_loss += float(loss.detach())
-                run_n += 1
+                record.add_loss(float(loss.detach()))
             sched.step()
             step += 1
-            if step % log_every == 0 or step == total_steps:
-                if run_n:
-                    rows.append({"epoch": epoch, "step": step, "loss": run_loss / run_n,
-                                 "lr": base_optim.param_groups[0]["lr"], "seconds": round(time.time() - t0, 3)})  # fmt: skip
-                run_loss, run_n = 0.0, 0
+            record.end_step(epoch, step, base_optim.param_groups[0]["lr"])
             if step >= total_steps:
                 done = True
                 break
         if done:
             break
-    if run_n:
-        rows.append({"epoch": epoch, "step": step, "loss": run_loss / run_n, "lr": base_optim.param_groups[0]["lr"],
-                     "seconds": round(time.time() - t0, 3)})  # fmt: skip
-    train_seconds = time.time() - t0
+    record.finish(epoch, step, base_optim.param_groups[0]["lr"])
 
     epsilon = float(engine.get_epsilon(delta)) if private else math.inf
     model = gsm.to_standard_module()
     model.eval()
     save_model(model, tokenizer, out_dir)
-    log_df = write_training_log(rows, out_dir, name or out_dir.name)
     info_dp = {
         "unit": dp["unit"],
         "target_epsilon": dp["epsilon"],
@@ -405,37 +385,16 @@ def train_mlm_dp(
         "secure_rng": False,
     }
     info_dp["patient_level"] = _patient_level(info_dp, k_max, patients)
-    info = {
-        "name": name or out_dir.name,
-        "config": cfg,
-        "init_from": str(init_dir) if init_dir else None,
-        "n_texts": len(seqs),
-        "n_tokens": n_tokens,
-        "steps": step,
-        "epochs_run": epoch,
-        "final_loss": float(log_df["loss"].iloc[-1]) if len(log_df) else float("nan"),
-        "train_seconds": round(train_seconds, 2),
-        "total_seconds": round(time.time() - t_start, 2),
-        "tokens_per_second": round(n_tokens * step / max(1, steps_per_epoch) / max(train_seconds, 1e-9), 1),
-        "threads": int(threads),
-        "device": str(dev),
-        "n_parameters": int(sum(p.numel() for p in model.parameters())),
-        "dp": info_dp,
-    }
-    (out_dir / "train_info.json").write_text(json.dumps(info, indent=2, default=_json_number))
+    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=step,
+                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
+                        extra={"dp": info_dp})  # fmt: skip
     log.info(
         "%s: done in %.1f s, final loss %.3f; accountant eps %.3f at delta %.3g (sigma %.4g, %d steps, %.0f%% of "
         "unit gradients clipped, %d empty batches)",
-        info["name"], train_seconds, info["final_loss"], epsilon, delta, optim.noise_multiplier, step,
+        info["name"], record.train_seconds, info["final_loss"], epsilon, delta, optim.noise_multiplier, step,
         100 * (info_dp["clipped_share"] or 0.0), empty,
     )  # fmt: skip
     return info
-
-
-def _json_number(value):
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def _patient_level(info_dp: dict, k_max: int | None, patients) -> dict:

@@ -51,6 +51,8 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
+from mlmia.models.optimizer import adamw_with_schedule
+from mlmia.models.run_record import RunRecord
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
@@ -320,10 +322,14 @@ def train_and_measure(
     setting: str = "main",
     device: str = "auto",
     threads: int = 1,
+    record_dir: str | os.PathLike | None = None,
+    log_every: int = 20,
 ) -> pd.DataFrame:
     """Train a tagger on the notes' `train` split plus the inserted phrases and measure it at
     each checkpoint epoch: one row per (checkpoint, d-exposure class), columns `RUN_COLUMNS`
-    plus `f1_<class>`.
+    plus `f1_<class>`. With `record_dir`, the run's record goes there as every trained model's
+    does (`mlmia.models.run_record`: train_log.csv every `log_every` steps, train_curve.png,
+    train_info.json; its training time includes the checkpoint measurements).
 
     `entities` maps each d-exposure class to its inserted word; the candidate sets are counted
     on the `train` split WITHOUT the inserted phrases (`mlmia.world.phi.candidate_words`).
@@ -336,6 +342,7 @@ def train_and_measure(
     from mlmia.models.loading import resolve_device
 
     t_start = time.time()
+    record = RunRecord(f"{setting}_seed{seed}_rep{repetitions}", log_every)
     torch.set_num_threads(max(1, int(threads)))
     dev = resolve_device(device)
     mcfg = {**MODEL_DEFAULTS, **dict(model_settings)}
@@ -365,23 +372,14 @@ def train_and_measure(
     epochs = checkpoints[-1]
     steps_per_epoch = math.ceil(len(ids) / batch_size)
     total = steps_per_epoch * epochs
-    warmup = int(round(float(tcfg["warmup_ratio"]) * total))
-
-    def rate(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if not lr_decay:
-            return 1.0
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in name or name.endswith("bias") else decay).append(p)
-    optim = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": float(tcfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=float(tcfg["lr"]),
+    optim, sched = adamw_with_schedule(
+        model,
+        lr=tcfg["lr"],
+        weight_decay=tcfg["weight_decay"],
+        warmup_ratio=tcfg["warmup_ratio"],
+        total_steps=total,
+        lr_decay=lr_decay,
     )
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, rate)
     rng = np.random.default_rng(int(seed))
     pad = tokenizer.pad_token_id
     log.info(
@@ -399,6 +397,8 @@ def train_and_measure(
         ", ".join(str(len(c)) for c in candidates.values()),
     )
     rows = []
+    step = 0
+    record.start(total)
     for epoch in range(1, epochs + 1):
         model.train()
         order = rng.permutation(len(ids))
@@ -413,9 +413,12 @@ def train_and_measure(
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optim.step()
             sched.step()
-            n = int((y != -100).sum())
-            loss_sum += float(loss.detach()) * n
+            step += 1
+            n, value = int((y != -100).sum()), float(loss.detach())
+            loss_sum += value * n
             loss_n += n
+            record.add_loss(value)
+            record.end_step(epoch, step, optim.param_groups[0]["lr"])
         if epoch not in checkpoints:
             continue
         quality = evaluate(
@@ -460,6 +463,13 @@ def train_and_measure(
             ", ".join(f"{c} {v:.2f}" for c, v in zip(entities, per_class)),
             mean_d_exposure(per_class),
         )
+    record.finish(epochs, step, optim.param_groups[0]["lr"])
+    if record_dir is not None:
+        config = {"setting": setting, "seed": int(seed), "repetitions": int(repetitions), "model": mcfg,
+                  "training": tcfg, "checkpoints": checkpoints, "lr_decay": lr_decay, "dropout": dropout}  # fmt: skip
+        record.write(record_dir, config=config, init_from=None, n_texts=len(ids), n_tokens=sum(len(i) for i in ids),
+                     steps=step, epochs_run=epochs, steps_per_epoch=steps_per_epoch, threads=threads, device=dev,
+                     model=model, loss_label="tagging loss (labelled subwords)")  # fmt: skip
     out = pd.DataFrame(rows)
     return out[RUN_COLUMNS + sorted(c for c in out.columns if c.startswith("f1_"))]
 

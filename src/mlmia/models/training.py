@@ -1,11 +1,14 @@
 """Training BERT masked language models from scratch (the tokenizer: `mlmia.models.tokenizer`).
 
-- `train_mlm`: a BertForMaskedLM trained with the standard 15% masking (80% [MASK], 10% random,
-  10% kept), the LM head evaluated only at the masked positions (encoder -> gather the masked
-  hidden states -> `model.cls`), AdamW with linear warm-up and decay, seeded. Optionally starts
-  from a saved model (Base++ = Base trained longer). Saves the model and tokenizer with
-  `save_pretrained`, a `train_log.csv` (epoch, step, loss, lr, seconds), a `train_curve.png` and a
-  `train_info.json`.
+- `train_mlm`: a BertForMaskedLM trained with the objective its config names
+  (`mlmia.models.objectives`; by default BERT's: 15% of the tokens masked, 80% [MASK], 10%
+  random, 10% kept, and the mean cross-entropy over them), the LM head evaluated only at the
+  masked positions (encoder -> gather the masked hidden states -> `model.cls`), AdamW with
+  linear warm-up and decay (`mlmia.models.optimizer`), seeded. Optionally starts from a saved
+  model (Base++ = Base trained longer). Saves the model and tokenizer with `save_pretrained`, and
+  the run's record (`mlmia.models.run_record`): `train_log.csv` (epoch, step, loss, lr,
+  seconds), `train_curve.png` and `train_info.json`. DP-SGD is another loop
+  (`mlmia.defences.dp_sgd`), chosen where the job starts (`mlmia.training_job`).
 
 Each training line is one sequence ([CLS] line [SEP]) in length-grouped random batches. With
 probability `crop_prob` a sequence loses its first 1..`crop_max` tokens for that step (the cut
@@ -21,17 +24,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.models.loading import load_tokenizer
-from mlmia.models.tokenizer import SPECIAL_TOKENS
+from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
+from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
+from mlmia.models.optimizer import adamw_with_schedule
+from mlmia.models.run_record import RunRecord
 
 log = get_logger(__name__)
 
@@ -53,66 +56,36 @@ MODEL_DEFAULTS: dict = {
     "lr": 1e-3,
     "warmup_ratio": 0.06,
     "weight_decay": 0.01,
+    # the training objective, a module of mlmia.models.objectives: which tokens are masked, how the loss weighs them
+    "objective": "bert_mlm",
     "mlm_probability": 0.15,
     "seed": 0,
     # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser
     # state and the loss stay fp32)
     "precision": "fp32",
-    # DP-SGD with Opacus (mlmia.defences.dp_sgd): {epsilon, delta, max_grad_norm, accountant, unit}; None: off
+    # DP-SGD with Opacus (mlmia.defences.dp_sgd, chosen by mlmia.training_job): {epsilon, delta, max_grad_norm,
+    # accountant, unit}; None: off
     "dp": None,
 }
 
 
 # --------------------------------------------------------------------------------------------
-# masking and the masked-position loss
+# the loss at the trained positions
 
 
-def mlm_mask(
-    input_ids,
-    special_mask,
-    vocab_size: int,
-    mask_token_id: int,
-    generator,
-    mlm_probability: float = 0.15,
-    first_normal_id: int = len(SPECIAL_TOKENS),
-):
-    """Standard BERT masking: choose each non-special token with probability `mlm_probability`;
-    of those, 80% become [MASK], 10% a random token, 10% stay. Returns (masked_ids, labels) with
-    labels -100 at unchosen positions. Guarantees at least one chosen token per sequence."""
-    import torch
+def masked_lm_loss(model, objective: Objective, batch: MaskedBatch, attention_mask, position_ids=None):
+    """The objective's loss of the batch, the LM head evaluated at its trained positions only
+    (labels != -100), flattened in row-major order, in fp32.
 
-    ids = input_ids.clone()
-    probs = torch.full(ids.shape, float(mlm_probability))
-    probs.masked_fill_(special_mask, 0.0)
-    chosen = torch.bernoulli(probs, generator=generator).bool()
-    # a sequence with no chosen token: choose one random non-special position
-    empty = ~chosen.any(dim=1)
-    if empty.any():
-        scores = torch.rand(ids.shape, generator=generator).masked_fill_(special_mask, -1.0)
-        pick = scores.argmax(dim=1)
-        rows = empty.nonzero(as_tuple=True)[0]
-        chosen[rows, pick[rows]] = ~special_mask[rows, pick[rows]]
-    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
-    u = torch.rand(ids.shape, generator=generator)
-    to_mask = chosen & (u < 0.8)
-    to_random = chosen & (u >= 0.8) & (u < 0.9)
-    ids[to_mask] = mask_token_id
-    rand_ids = torch.randint(first_normal_id, vocab_size, ids.shape, generator=generator)
-    ids[to_random] = rand_ids[to_random]
-    return ids, labels
-
-
-def masked_lm_loss(model, input_ids, attention_mask, labels, reduction: str = "mean", position_ids=None):
-    """Cross-entropy of the LM head at the masked positions only (labels != -100).
-
-    Same value as BertForMaskedLM's full-logits loss on the same masks, at a fraction of the
-    cost: the vocabulary projection runs on ~15% of the positions."""
-    import torch.nn.functional as F
-
-    hidden = model.bert(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
-    sel = labels != -100
-    logits = model.cls(hidden[sel])
-    return F.cross_entropy(logits.float(), labels[sel], reduction=reduction)
+    For `bert_mlm`, the same value as BertForMaskedLM's full-logits loss on the same masks, at a
+    fraction of the cost: the vocabulary projection runs on ~15% of the positions."""
+    hidden = model.bert(
+        input_ids=batch.input_ids, attention_mask=attention_mask, position_ids=position_ids
+    ).last_hidden_state
+    sel = batch.labels != -100
+    logits = model.cls(hidden[sel]).float()
+    weights = None if batch.weights is None else batch.weights[sel]
+    return objective.loss(logits, batch.labels[sel], weights, rows=len(batch.labels))
 
 
 def training_autocast(dev, precision: str):
@@ -131,7 +104,8 @@ def training_autocast(dev, precision: str):
 
 
 def model_settings(config: dict | None) -> dict:
-    """The model config with defaults filled in; unknown keys are an error."""
+    """The model config with defaults filled in; unknown keys are an error. The `dp` setting is
+    left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
     config = dict(config or {})
     extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}
     unknown = [k for k in config if k not in MODEL_DEFAULTS and k not in extra]
@@ -145,16 +119,16 @@ def model_settings(config: dict | None) -> dict:
         raise UserError(
             f"model config: hidden_size {out['hidden_size']} is not a multiple of num_heads {out['num_heads']}"
         )
+    if out["objective"] not in objective_names():
+        raise UserError(
+            f"model config: objective must be one of {', '.join(objective_names())}, got {out['objective']!r}"
+        )
     if out["precision"] not in ("fp32", "bf16"):
         raise UserError(f"model config: precision must be fp32 or bf16, got {out['precision']!r}")
     if out["dp"] is not None and out["precision"] != "fp32":
         raise UserError(
             "model config: precision bf16 is not offered with dp (Opacus' per-sample gradients run in fp32)"
         )
-    if out["dp"] is not None:
-        from mlmia.defences.dp_sgd import dp_settings
-
-        out["dp"] = dp_settings(out["dp"])
     return out
 
 
@@ -181,38 +155,9 @@ def _pack(lines: list[np.ndarray], block: int, rng: np.random.Generator, sep_id:
     return [stream[i : i + block] for i in range(0, len(stream), block)]
 
 
-def _plot_curve(log_df: pd.DataFrame, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    if len(log_df):
-        ax.plot(log_df["step"], log_df["loss"], lw=1.2)
-    ax.set_xlabel("step")
-    ax.set_ylabel("MLM loss (masked positions)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def write_training_log(rows: list[dict], out_dir: Path, title: str) -> pd.DataFrame:
-    """The training log (epoch, step, loss, lr, seconds per logged step) as `train_log.csv` and
-    `train_curve.png` in `out_dir`; returns it."""
-    log_df = pd.DataFrame(rows, columns=["epoch", "step", "loss", "lr", "seconds"])
-    log_df.to_csv(out_dir / "train_log.csv", index=False)
-    _plot_curve(log_df, out_dir / "train_curve.png", title)
-    return log_df
-
-
 def save_model(model, tokenizer, directory: Path) -> None:
     """`save_pretrained` of the model and its tokenizer into `directory` (made if missing),
     without transformers' progress bars (they would reach the workflow's terminal)."""
-    from mlmia.models.loading import quiet_transformers
-
     directory.mkdir(parents=True, exist_ok=True)
     with quiet_transformers():
         model.save_pretrained(str(directory))
@@ -232,8 +177,6 @@ def initial_model(cfg: dict, tokenizer, init_dir=None):
     must be the tokenizer's; `cfg`'s max_length and position_offset are cut to its positions), or
     a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
     from transformers import BertConfig, BertForMaskedLM
-
-    from mlmia.models.loading import quiet_transformers
 
     if init_dir is not None:
         init_dir = Path(init_dir)
@@ -279,9 +222,10 @@ def train_mlm(
     log_every: int = 20,
     name: str | None = None,
     save_epochs: Sequence[int] = (),
-    groups: Sequence | None = None,
+    objective: Objective | None = None,
 ) -> dict:
-    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`.
+    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`, without DP
+    (a model with a `dp` setting is trained by `mlmia.training_job.train_model`).
 
     `config`: keys of MODEL_DEFAULTS (sizes, epochs, batch_size, lr, ...). With `init_dir` the
     weights start from that saved model (its size settings win) and `epochs` more are trained.
@@ -289,20 +233,14 @@ def train_mlm(
     checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the end of each of these epochs
     (1..epochs; the learning-rate schedule is the whole run's; an epoch cut short by
     `max_steps` is not saved). Returns a summary dict (with `checkpoints`, {epoch: directory},
-    when `save_epochs` is given)."""
+    when `save_epochs` is given). `objective`: the training objective (default: the one the
+    config names, `mlmia.models.objectives`)."""
     import torch
 
     cfg = model_settings(config)
-    if cfg["dp"] is not None:  # DP-SGD: its own loop (mlmia.defences.dp_sgd); `groups`: each text's patient
-        from mlmia.defences.dp_sgd import train_mlm_dp
-
-        if save_epochs:
-            raise UserError("train_mlm: save_epochs is not offered with dp (one accountant per run)")
-        return train_mlm_dp(texts, tokenizer_dir, out_dir, config=cfg, init_dir=init_dir, threads=threads,
-                            device=device, max_steps=max_steps, log_every=log_every, name=name, groups=groups)  # fmt: skip
+    if cfg["dp"] is not None:  # never silently without the DP that the config asks for
+        raise UserError("train_mlm: a model with a dp setting is trained by mlmia.training_job.train_model (DP-SGD)")
     torch.set_num_threads(max(1, int(threads)))
-    from mlmia.models.loading import resolve_device
-
     dev = resolve_device(device)
     seed = int(cfg["seed"])
     torch.manual_seed(seed)
@@ -310,8 +248,11 @@ def train_mlm(
     if not texts:
         raise UserError("train_mlm: no training text")
     tokenizer = load_tokenizer(tokenizer_dir)
+    if objective is None:
+        objective = make_objective(cfg, tokenizer)
+    cfg["objective"] = objective.name
     out_dir = Path(out_dir)
-    t_start = time.time()
+    record = RunRecord(name or out_dir.name, log_every)
 
     model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
@@ -348,38 +289,24 @@ def train_mlm(
     total_steps = steps_per_epoch * epochs
     if max_steps is not None:
         total_steps = min(total_steps, int(max_steps))
-    warmup = int(round(float(cfg["warmup_ratio"]) * total_steps))
     checkpoints = sorted({int(e) for e in save_epochs})
     if checkpoints and not 1 <= checkpoints[0] <= checkpoints[-1] <= epochs:
         raise UserError(f"save_epochs must lie in 1..{epochs} (the epochs trained), got {checkpoints}")
     saved: dict[int, str] = {}
 
-    decay, no_decay = [], []
-    for pname, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in pname or pname.endswith("bias") else decay).append(p)
-    optim = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": float(cfg["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=float(cfg["lr"]),
+    optim, sched = adamw_with_schedule(
+        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
     )
-
-    def lr_lambda(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_lambda)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     max_offset = int(cfg["position_offset"])
     crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
 
-    rows = []
     step = 0
-    run_loss, run_n = 0.0, 0
-    t0 = time.time()
+    record.start(total_steps)
     log.info(
         "%s: %d texts, %d tokens, %d epochs, %d steps, batch %d, lr %g, %d thread(s), device %s, init %s",
-        name or out_dir.name,
+        record.name,
         len(seqs),
         n_tokens,
         epochs,
@@ -414,35 +341,21 @@ def train_mlm(
             for r, u in enumerate(rows_ids):
                 ids[r, : len(u)] = torch.from_numpy(u)
             attn = (ids != pad_id).long()
-            special = torch.isin(ids, special_ids)
-            masked, labels = mlm_mask(
-                ids, special, len(tokenizer), tokenizer.mask_token_id, gen, float(cfg["mlm_probability"])
-            )
+            batch = objective.mask(ids, torch.isin(ids, special_ids), gen)
             pos = None
             if max_offset:  # random absolute offset per sequence: position-robust models
                 off = torch.randint(0, max_offset + 1, (len(idx), 1), generator=gen)
                 pos = (torch.arange(width).unsqueeze(0) + off).to(dev)
             with training_autocast(dev, cfg["precision"]):
-                loss = masked_lm_loss(model, masked.to(dev), attn.to(dev), labels.to(dev), position_ids=pos)
+                loss = masked_lm_loss(model, objective, batch.to(dev), attn.to(dev), position_ids=pos)
             optim.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optim.step()
             sched.step()
             step += 1
-            run_loss += float(loss.detach())
-            run_n += 1
-            if step % log_every == 0 or step == total_steps:
-                rows.append(
-                    {
-                        "epoch": epoch,
-                        "step": step,
-                        "loss": run_loss / run_n,
-                        "lr": optim.param_groups[0]["lr"],
-                        "seconds": round(time.time() - t0, 3),
-                    }
-                )
-                run_loss, run_n = 0.0, 0
+            record.add_loss(float(loss.detach()))
+            record.end_step(epoch, step, optim.param_groups[0]["lr"])
             if step >= total_steps:
                 done = True
                 break
@@ -450,73 +363,18 @@ def train_mlm(
             saved[epoch] = _save_checkpoint(model, tokenizer, out_dir / f"epoch_{epoch}", epoch, step)
         if done:
             break
-    if run_n:
-        rows.append(
-            {
-                "epoch": epoch,
-                "step": step,
-                "loss": run_loss / run_n,
-                "lr": optim.param_groups[0]["lr"],
-                "seconds": round(time.time() - t0, 3),
-            }
-        )
-    train_seconds = time.time() - t0
+    record.finish(epoch, step, optim.param_groups[0]["lr"])
 
     model.eval()
     save_model(model, tokenizer, out_dir)
-    log_df = write_training_log(rows, out_dir, name or out_dir.name)
-    info = {
-        "name": name or out_dir.name,
-        "config": cfg,
-        "init_from": str(init_dir) if init_dir else None,
-        "n_texts": len(seqs),
-        "n_tokens": n_tokens,
-        "steps": step,
-        "epochs_run": epoch,
-        "final_loss": float(log_df["loss"].iloc[-1]) if len(log_df) else float("nan"),
-        "train_seconds": round(train_seconds, 2),
-        "total_seconds": round(time.time() - t_start, 2),
-        "tokens_per_second": round(n_tokens * step / max(1, steps_per_epoch) / max(train_seconds, 1e-9), 1),
-        "threads": int(threads),
-        "device": str(dev),
-        "n_parameters": int(sum(p.numel() for p in model.parameters())),
-    }
-    if checkpoints:
-        info["checkpoints"] = saved
-    (out_dir / "train_info.json").write_text(json.dumps(info, indent=2))
+    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=step,
+                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
+                        extra={"checkpoints": saved} if checkpoints else None)  # fmt: skip
     log.info(
         "%s: done in %.1f s (%.0f tokens/s), final loss %.3f",
         info["name"],
-        train_seconds,
+        record.train_seconds,
         info["tokens_per_second"],
         info["final_loss"],
     )
     return info
-
-
-def train_from_table(
-    text_path: str | os.PathLike,
-    tokenizer_dir: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    config: dict | None = None,
-    init_dir: str | os.PathLike | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
-    name: str | None = None,
-) -> dict:
-    """Read a training-text table (column `text`) and train a model on it (the rule's entry point)."""
-    from mlmia.core.io import read_table, require_columns
-
-    df = read_table(text_path)
-    require_columns(df, ["text"], str(text_path))
-    return train_mlm(
-        df["text"].astype(str).tolist(),
-        tokenizer_dir,
-        out_dir,
-        config=config,
-        init_dir=init_dir,
-        threads=threads,
-        device=device,
-        name=name,
-        groups=df["group_id"].astype(str).tolist() if "group_id" in df.columns else None,
-    )
