@@ -19,9 +19,9 @@ CORPUS_TABLES = {name: STUDY.corpus_table(name) for name in CORPORA}
 
 
 def library_code(script):
-    """A digest of the library code that workflow/scripts/`script` runs, for a rule's params: the
-    modules it imports, transitively (mlmia.core.provenance), and, when it reaches the attack
-    registry, the modules of the attacks registered from outside the library (a user's own)."""
+    """A digest of the library code that workflow/scripts/`script` runs, for a rule's params:
+    the modules it imports, transitively (mlmia.core.provenance), and, where it reaches the
+    attack registry, the attacks registered from outside the library (a user's own)."""
     path = Path(workflow.basedir) / "workflow" / "scripts" / script
     registry = "mlmia.attacks.base" in import_closure(path)
     return script_digest(path, *(attack_modules() if registry else []))
