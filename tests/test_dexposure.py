@@ -14,6 +14,7 @@ from workflow_helpers import REPO, copy_workflow, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
 from mlmia.memorization import dexposure as dx
+from mlmia.metrics.intervals import seed_interval
 from mlmia.world import phi
 
 SMALL = {"patients": 40, "sentences_per_patient": 6, "hospitals": 10, "ambiguous": 3, "occurrences": 4}
@@ -313,11 +314,11 @@ def test_findings_hold_fail_and_not_reached():
     shrinks = [{0: 1.0, 16: 0.5, 64: 0.0}, {0: 1.2, 16: 0.6, 64: 0.1}]
     checks = dx.findings(_runs(shrinks, never_rises)).set_index("finding")
     assert checks.loc["grows_with_repetitions", "verdict"] == "does not hold"
-    mean, low, high = dx.seed_interval([1.0, 2.0, 3.0])
+    mean, low, high = seed_interval([1.0, 2.0, 3.0])
     assert (mean, low, high) == pytest.approx(
         (2.0, 2.0 - 4.302652729911275 / math.sqrt(3), 2.0 + 4.302652729911275 / math.sqrt(3))
     )
-    assert np.isnan(dx.seed_interval([1.0])[1])
+    assert np.isnan(seed_interval([1.0])[1])
 
 
 def test_schema_defaults_are_the_library_defaults():

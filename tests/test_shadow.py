@@ -19,9 +19,10 @@ import torch
 from faker.providers.lorem.en_US import Provider as LoremProvider
 
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import PatientResampler, percentile_interval
+from mlmia.metrics.bootstrap import PatientResampler
+from mlmia.metrics.intervals import group_bootstrap, percentile_interval
 from mlmia.scoring.masks import mask_patterns
-from mlmia.shadow.classify import CLASSIFIERS, accuracy_table, fit_classifiers, group_bootstrap
+from mlmia.shadow.classify import CLASSIFIERS, accuracy_table, fit_classifiers
 from mlmia.shadow.features import bleu_statistics, corpus_bleu_from_stats, fill_in_features, oov_flags
 from mlmia.shadow.groups import (
     BLEU_EDGES,

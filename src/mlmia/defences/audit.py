@@ -43,7 +43,8 @@ import pandas as pd
 
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import PatientResampler, percentile_interval
+from mlmia.metrics.bootstrap import PatientResampler
+from mlmia.metrics.intervals import percentile_interval
 from mlmia.metrics.privacy_bounds import one_run_audit, threshold_then_bound
 
 BOUND_COLUMNS = ["target", "attack", "label", "epsilon_lb", "threshold", "confidence", "delta", "members",

@@ -34,7 +34,7 @@ What is computed here, exactly:
   tags at the first subwords (a word cut off by `max_length` is predicted O);
 - Table 3, Figures 1-2 and the findings (`table3`, `plot_figure1`, `plot_figure2`,
   `findings`): means over the model seeds with 95% Student-t intervals (n - 1 degrees of
-  freedom; none with one seed).
+  freedom; none with one seed: `mlmia.metrics.intervals.seed_interval`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
+from mlmia.metrics.intervals import seed_interval
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
@@ -77,7 +78,6 @@ RUN_COLUMNS = [
     "inserted_labelled", "inserted_tag", "rank", "d_exposure", "candidates_labelled", "candidate_confidence_median",
     "train_sentences", "train_loss", "valid_loss", "f1", "seconds",
 ]  # fmt: skip
-T_LEVEL = 0.95
 
 
 def labelled_classes(notes: pd.DataFrame) -> list[str]:
@@ -505,22 +505,6 @@ def overfit_checkpoints(overfit: Mapping) -> list[int]:
 
 # --------------------------------------------------------------------------------------------
 # intervals, tables, figures, findings
-
-
-def seed_interval(values: Sequence[float], level: float = T_LEVEL) -> tuple[float, float, float]:
-    """Mean and 95% Student-t interval (n - 1 degrees of freedom) of per-seed values; the
-    interval is (nan, nan) with fewer than 2 values."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return np.nan, np.nan, np.nan
-    mean = float(x.mean())
-    if len(x) < 2:
-        return mean, np.nan, np.nan
-    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return mean, mean - half, mean + half
 
 
 def model_means(runs: pd.DataFrame) -> pd.DataFrame:

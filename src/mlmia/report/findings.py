@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import percentile_interval
+from mlmia.metrics.intervals import percentile_interval
 from mlmia.report.tables import format_value
 from mlmia.study.study import Cell
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import percentile_interval
+from mlmia.metrics.intervals import percentile_interval
 from mlmia.study.experiment import Experiment
 from mlmia.study.study import COUNT_METRICS, Cell
 

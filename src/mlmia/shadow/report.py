@@ -42,6 +42,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path, require_columns
+from mlmia.metrics.intervals import group_bootstrap
 from mlmia.shadow.classify import (
     ACCURACY_COLUMNS,
     FEATURES,
@@ -49,7 +50,6 @@ from mlmia.shadow.classify import (
     N_BOOTSTRAP,
     accuracy_table,
     fit_classifiers,
-    group_bootstrap,
     predict,
 )
 from mlmia.shadow.features import oov_flags
