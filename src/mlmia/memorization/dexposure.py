@@ -52,6 +52,7 @@ from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
 from mlmia.metrics.intervals import seed_interval
+from mlmia.report.markdown import markdown_table
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
@@ -670,12 +671,9 @@ def _interval(mean, low, high, digits: int = 2) -> str:
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
+def _frame_table(frame: pd.DataFrame) -> str:
     """A pipe table of the frame's cells as text (numbers with 2 decimals)."""
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |" for row in frame.values]
-    return "\n".join([header, rule, *body])
+    return markdown_table(frame.columns, [[v if isinstance(v, str) else _fmt(v) for v in row] for row in frame.values])
 
 
 def render_table1(stats: pd.DataFrame, source: str) -> str:
@@ -693,7 +691,7 @@ def render_table1(stats: pd.DataFrame, source: str) -> str:
         f"## Table 1: class statistics of the training notes ({source})\n\n"
         "`words only C_i` counts the words labelled only as C_i (at least once B-C_i, never another "
         "tag): the candidate set of d-exposure, |C_i| less the inserted word. The last row counts the "
-        "words labelled under more than one class (O aside).\n\n" + markdown_table(shown) + "\n"
+        "words labelled under more than one class (O aside).\n\n" + _frame_table(shown) + "\n"
     )
 
 
@@ -701,7 +699,7 @@ def render_table2(occurrences: pd.DataFrame) -> str:
     return (
         "## Table 2: occurrences of the ambiguous entities per class (training notes)\n\n"
         "`inserted as`: the class whose d-exposure the word measures (the inserted phrase labels it "
-        "so).\n\n" + markdown_table(occurrences.astype(object)) + "\n"
+        "so).\n\n" + _frame_table(occurrences.astype(object)) + "\n"
     )
 
 
@@ -732,7 +730,7 @@ def render_table3(tidy: pd.DataFrame, phrase: str) -> str:
                 _interval(*last[["f1", "f1_ci_low", "f1_ci_high"]], 3),
             ]
         )
-    lines.append(markdown_table(pd.DataFrame(rows, columns=header)))
+    lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"
 
 

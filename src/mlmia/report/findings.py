@@ -17,6 +17,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.report.markdown import markdown_table
 from mlmia.report.tables import format_value
 from mlmia.study.study import Cell
 
@@ -129,9 +130,8 @@ def _section(part: pd.DataFrame) -> list[str]:
         "",
         f"Margin: {_number(part.margin.iloc[0], part.metric.iloc[0])}.",
         "",
-        "| first | value | second | value | difference [paired 95% interval] | holds | verdict |",
-        "|---|---|---|---|---|---|---|",
     ]
+    body = []
     for _, r in part.iterrows():
         m = r.metric
         interval = (
@@ -139,12 +139,13 @@ def _section(part: pd.DataFrame) -> list[str]:
             if np.isnan(r.difference_ci_low)
             else f" [{_number(r.difference_ci_low, m)}, {_number(r.difference_ci_high, m)}]"
         )
-        lines.append(
-            f"| {r['compare']} | {_number(r.value, m)} [{_number(r.ci_low, m)}, {_number(r.ci_high, m)}] | {r.against} | "
-            f"{_number(r.against_value, m)} [{_number(r.against_ci_low, m)}, {_number(r.against_ci_high, m)}] | "
-            f"{_number(r.difference, m)}{interval} | {'yes' if r.holds else 'NO'} | {r.verdict} |"
-        )
-    return [*lines, ""]
+        body.append(
+            [r["compare"], f"{_number(r.value, m)} [{_number(r.ci_low, m)}, {_number(r.ci_high, m)}]", r.against,
+             f"{_number(r.against_value, m)} [{_number(r.against_ci_low, m)}, {_number(r.against_ci_high, m)}]",
+             f"{_number(r.difference, m)}{interval}", "yes" if r.holds else "NO", r.verdict]
+        )  # fmt: skip
+    header = ["first", "value", "second", "value", "difference [paired 95% interval]", "holds", "verdict"]
+    return [*lines, markdown_table(header, body), ""]
 
 
 def render_findings(checks: pd.DataFrame, world: str) -> str:

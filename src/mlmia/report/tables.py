@@ -15,6 +15,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.report.markdown import markdown_table
 from mlmia.study.experiment import Experiment
 from mlmia.study.study import COUNT_METRICS, Cell
 
@@ -188,10 +189,7 @@ def render_markdown(tidy: pd.DataFrame, spec: dict) -> str:
         headers, body = _grid(tidy, protocol)
         if spec.get("kind", "metrics") == "metrics":  # Table 7's cells come from no protocol
             lines += [f"## {protocol}: {PROTOCOL_NOTES.get(protocol, protocol)}", ""]
-        lines.append("| | " + " | ".join(headers) + " |")
-        lines.append("|---|" + "---|" * len(headers))
-        lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in body]
-        lines.append("")
+        lines += [markdown_table(["", *headers], [[label, *cells] for label, cells in body]), ""]
     return "\n".join(lines)
 
 
@@ -237,8 +235,7 @@ def render_static(table_id: str, spec: dict) -> tuple[pd.DataFrame, str, str]:
     lines = [f"# {spec.get('title', table_id)}", ""]
     if spec.get("caption"):
         lines += [spec["caption"].strip(), ""]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in body]
+    lines.append(markdown_table(header, body))
     latex = [
         r"\begin{table}[t]",
         r"\centering\small",

@@ -43,6 +43,7 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path, require_columns
 from mlmia.metrics.intervals import group_bootstrap
+from mlmia.report.markdown import markdown_table
 from mlmia.shadow.classify import (
     ACCURACY_COLUMNS,
     FEATURES,
@@ -359,8 +360,7 @@ def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTR
         note += "; – no probe in that set"
     lines = [f"# {title}", "", note + "; last row: n (bootstrap units).", ""]
     headers = list(dict.fromkeys(tidy["evaluation"]))
-    lines.append("| classifier | " + " | ".join(headers) + " |")
-    lines.append("|---|" + "---|" * len(headers))
+    body = []
     for name in dict.fromkeys(tidy["classifier"]):
         rows = tidy[tidy["classifier"] == name].set_index("evaluation")
         cells = []
@@ -374,12 +374,10 @@ def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTR
                 text += f" [{_percent(r['ci_low'])}, {_percent(r['ci_high'])}]"
             cells.append(text)
         mark = " *" if bool(rows["selected"].any()) else ""
-        lines.append(f"| {name}{mark} | " + " | ".join(cells) + " |")
+        body.append([f"{name}{mark}", *cells])
     counts = tidy.drop_duplicates("evaluation").set_index("evaluation")
-    lines.append(
-        "| n | " + " | ".join(f"{int(counts.loc[h, 'n'])} ({int(counts.loc[h, 'n_groups'])})" for h in headers) + " |"
-    )
-    lines.append("")
+    body.append(["n", *(f"{int(counts.loc[h, 'n'])} ({int(counts.loc[h, 'n_groups'])})" for h in headers)])
+    lines += [markdown_table(["classifier", *headers], body), ""]
     return "\n".join(lines)
 
 
@@ -393,16 +391,15 @@ def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int = N_BOOTSTRAP)
         "",
     ]
     headers = [f"{int(p)}%" for p in sorted(figure["in_percentage"].unique())]
-    lines.append("| classifier | " + " | ".join(headers) + " |")
-    lines.append("|---|" + "---|" * len(headers))
+    body = []
     for name, rows in figure.groupby("classifier", sort=False):
         rows = rows.sort_values("in_percentage")
         cells = [
             f"{_percent(r.accuracy)} [{_percent(r.ci_low)}, {_percent(r.ci_high)}] ({_percent(r.called_in)})"
             for r in rows.itertuples()
         ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines.append("")
+        body.append([name, *cells])
+    lines += [markdown_table(["classifier", *headers], body), ""]
     return "\n".join(lines)
 
 
