@@ -32,12 +32,19 @@ PROTOCOL_NOTES = {
 }
 
 
+def value_format(metric: str) -> str:
+    """The format spec of a metric's numbers: counts whole, percentages with 1 decimal, others 3."""
+    if metric in COUNT_METRICS:
+        return ".0f"
+    return ".1f" if metric in PERCENT_METRICS else ".3f"
+
+
 def format_value(metric: str, value: float | None) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return ""
     if metric in COUNT_METRICS:
         return f"{int(value)}"
-    return f"{value:.1f}" if metric in PERCENT_METRICS else f"{value:.3f}"
+    return format(value, value_format(metric))
 
 
 def _select(metrics: pd.DataFrame, cell: Cell, alpha: float, protocol: str, replicates: bool = False) -> pd.DataFrame:
