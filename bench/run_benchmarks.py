@@ -47,6 +47,8 @@ sys.path.insert(0, str(BENCH))
 from authors_loop import K, authors_loop  # noqa: E402
 from bench_scoring import build_model, build_tokenizer, synthetic_samples, useful_flops  # noqa: E402
 
+from mlmia.report.markdown import markdown_table  # noqa: E402
+
 LAYERS, HIDDEN, VOCAB = 2, 128, 3000
 IMPORT_FLOOR = "import torch, transformers; from transformers import BertForMaskedLM; import os; os._exit(0)"
 
@@ -384,56 +386,59 @@ def markdown(r: dict) -> str:
         "",
         "## (a) Roofline (matmul 2048^3, best of 5)",
         "",
-        "| precision | GFLOP/s |",
-        "|---|---|",
+        markdown_table(["precision", "GFLOP/s"], [[p, f"{v:.0f}"] for p, v in r["roofline"].items()]),
+        "",
+        "## (b) Scorer, steady state",
+        "",
     ]
-    lines += [f"| {p} | {v:.0f} |" for p, v in r["roofline"].items()]
-    lines += ["", "## (b) Scorer, steady state", "",
-              "| precision | samples | s | samples/s | tokens/s | useful GFLOP/s | of its roofline | max abs energy diff vs fp32 |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for s in r["scorer"]:
-        lines.append(
-            f"| {s['precision']} | {s['samples']} | {s['seconds']:.2f} | {s['samples_per_s']:.0f} | "
-            f"{s['tokens_per_s'] / 1e3:.0f}k | {s['gflop_per_s']:.0f} | {s['roofline_share']:.0%} | "
-            f"{s.get('max_abs_diff_vs_fp32', 0):.2g} |"
+    lines.append(
+        markdown_table(
+            ["precision", "samples", "s", "samples/s", "tokens/s", "useful GFLOP/s", "of its roofline",
+             "max abs energy diff vs fp32"],
+            [[s["precision"], s["samples"], f"{s['seconds']:.2f}", f"{s['samples_per_s']:.0f}",
+              f"{s['tokens_per_s'] / 1e3:.0f}k", f"{s['gflop_per_s']:.0f}", f"{s['roofline_share']:.0%}",
+              f"{s.get('max_abs_diff_vs_fp32', 0):.2g}"] for s in r["scorer"]],
         )
+    )  # fmt: skip
     lo = r["loops"]
     lines += [
         "",
         f"## (c) The authors' loop and the oracle ({lo['samples']} samples, in process)",
         "",
-        "| loop | samples/s | scorer (fp32) is faster by |",
-        "|---|---|---|",
-        f"| authors' loop (batch 1, two fp32 passes per mask, gradients on) | {lo['authors_samples_per_s']:.1f} | "
-        f"{lo['scorer_vs_authors']:.0f}x |",
-        f"| oracle (`score_samples_oracle`: batch 1, one pass per mask) | {lo['oracle_samples_per_s']:.1f} | "
-        f"{lo['scorer_vs_oracle']:.0f}x |",
-    ]
+        markdown_table(
+            ["loop", "samples/s", "scorer (fp32) is faster by"],
+            [["authors' loop (batch 1, two fp32 passes per mask, gradients on)", f"{lo['authors_samples_per_s']:.1f}",
+              f"{lo['scorer_vs_authors']:.0f}x"],
+             ["oracle (`score_samples_oracle`: batch 1, one pass per mask)", f"{lo['oracle_samples_per_s']:.1f}",
+              f"{lo['scorer_vs_oracle']:.0f}x"]],
+        ),
+    ]  # fmt: skip
     wp = r["whole_process"]
+    floor, a = wp["import_floor"], wp["authors_process"]
+    processes = [[f"import floor (`{IMPORT_FLOOR.rsplit(';', 2)[0]}`)", "-", f"{floor['wall_s']:.2f}",
+                  f"{floor['cpu_s']:.2f}", f"{floor['peak_rss_mib']:.0f}"]]  # fmt: skip
+    processes += [
+        ["`mlmia score`", row["samples"], f"{row['wall_s']:.2f}", f"{row['cpu_s']:.2f}", f"{row['peak_rss_mib']:.0f}"]
+        for row in wp["mlmia_score"]
+    ]
+    processes.append(
+        ["authors' loop as a process", a["samples"], f"{a['wall_s']:.2f}", f"{a['cpu_s']:.2f}",
+         f"{a['peak_rss_mib']:.0f}"]
+    )  # fmt: skip
     lines += [
         "",
         "## (d) Whole process: `mlmia score` (fp32, K = 20)",
         "",
-        "| command | samples | wall s | CPU s | peak RSS MiB |",
-        "|---|---|---|---|---|",
-        f"| import floor (`{IMPORT_FLOOR.rsplit(';', 2)[0]}`) | - | {wp['import_floor']['wall_s']:.2f} | "
-        f"{wp['import_floor']['cpu_s']:.2f} | {wp['import_floor']['peak_rss_mib']:.0f} |",
-    ]
-    for row in wp["mlmia_score"]:
-        lines.append(
-            f"| `mlmia score` | {row['samples']} | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | {row['peak_rss_mib']:.0f} |"
-        )
-    a = wp["authors_process"]
-    lines += [
-        f"| authors' loop as a process | {a['samples']} | {a['wall_s']:.2f} | {a['cpu_s']:.2f} | {a['peak_rss_mib']:.0f} |",
+        markdown_table(["command", "samples", "wall s", "CPU s", "peak RSS MiB"], processes),
         "",
         f"Start-up overhead beyond the import floor (1 sample): {wp['overhead_beyond_floor_s']:.2f} s. "
         f"Whole process on {a['samples']} samples: {wp['whole_process_vs_authors']:.1f}x the authors' loop.",
     ]
-    lines += ["", "## Training throughput (`train_mlm`, Base shape, batch 32, 80 steps)", "",
-              "| precision | steps/s | speed-up |", "|---|---|---|"]  # fmt: skip
     t0 = r["training"][0]["steps_per_s"]
-    lines += [f"| {t['precision']} | {t['steps_per_s']:.1f} | {t['steps_per_s'] / t0:.2f}x |" for t in r["training"]]
+    lines += ["", "## Training throughput (`train_mlm`, Base shape, batch 32, 80 steps)", "",
+              markdown_table(["precision", "steps/s", "speed-up"],
+                             [[t["precision"], f"{t['steps_per_s']:.1f}", f"{t['steps_per_s'] / t0:.2f}x"]
+                              for t in r["training"]])]  # fmt: skip
     lines += ["", "## (e) Stages of the default run", ""]
     dr = r.get("default_run")
     if dr:
@@ -464,16 +469,14 @@ def markdown(r: dict) -> str:
     stages = r.get("stages")
     if stages:
         lines += [f"Per rule, from the run's benchmark files ({r['stages_dir']}):", "",
-                  "| stage | jobs | wall s (sum) | CPU s (sum) | max RSS MiB |", "|---|---|---|---|---|"]  # fmt: skip
-        lines += [
-            f"| {s['stage']} | {s['jobs']} | {s['wall_s']:.0f} | {s['cpu_s']:.0f} | {s['max_rss_mib']:.0f} |"
-            for s in stages
-        ]
+                  markdown_table(["stage", "jobs", "wall s (sum)", "CPU s (sum)", "max RSS MiB"],
+                                 [[s["stage"], s["jobs"], f"{s['wall_s']:.0f}", f"{s['cpu_s']:.0f}",
+                                   f"{s['max_rss_mib']:.0f}"] for s in stages])]  # fmt: skip
     else:
         lines.append("Not measured in this run (pass `--default-run`, or `--stages results/<run>`).")
+    memory = [[x["samples"], f"{x['wall_s']:.1f}", f"{x['peak_rss_mib']:.0f}"] for x in r["memory"]]
     lines += ["", "## (f) Peak memory against corpus size (`mlmia score`, K = 10)", "",
-              "| samples | wall s | peak RSS MiB |", "|---|---|---|"]  # fmt: skip
-    lines += [f"| {x['samples']} | {x['wall_s']:.1f} | {x['peak_rss_mib']:.0f} |" for x in r["memory"]]
+              markdown_table(["samples", "wall s", "peak RSS MiB"], memory)]  # fmt: skip
     lines += ["", "## (g) GPU", ""]
     g = r.get("gpu")
     lines.append(
@@ -482,8 +485,8 @@ def markdown(r: dict) -> str:
         if g
         else "No CUDA device in this run: not measured."
     )
-    lines += ["", "## Targets (issue 14)", "", "| target | measured | met |", "|---|---|---|"]
-    lines += [f"| {t} | {v} | {'yes' if ok else 'no'} |" for t, v, ok in targets(r)]
+    met = [[t, v, "yes" if ok else "no"] for t, v, ok in targets(r)]
+    lines += ["", "## Targets (issue 14)", "", markdown_table(["target", "measured", "met"], met)]
     return "\n".join(lines) + "\n"
 
 

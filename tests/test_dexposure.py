@@ -15,6 +15,8 @@ from workflow_helpers import REPO, copy_workflow, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
 from mlmia.memorization import dexposure as dx
+from mlmia.metrics.intervals import seed_interval
+from mlmia.report.finding import FINDING_COLUMNS, VERDICTS
 from mlmia.world import phi
 
 SMALL = {"patients": 40, "sentences_per_patient": 6, "hospitals": 10, "ambiguous": 3, "occurrences": 4}
@@ -308,27 +310,41 @@ def _runs(main_values, overfit_curve):
 
 
 def test_findings_hold_fail_and_not_reached():
+    def checked(runs):
+        return {f.finding: f for f in dx.findings(runs)}
+
     grows = [{0: 0.0, 16: 1.0, 64: 3.0}, {0: 0.1, 16: 1.5, 64: 3.5}, {0: 0.0, 16: 0.5, 64: 2.5}]
     flat_after_best = [[(2, 1.0, 0.5), (4, 2.0, 0.3), (6, 2.0, 0.4), (8, 1.9, 0.6)]] * 3
-    checks = dx.findings(_runs(grows, flat_after_best)).set_index("finding")
-    assert checks.loc["grows_with_repetitions", "verdict"] == "holds"
-    assert checks.loc["grows_with_repetitions", "value"] == pytest.approx(np.mean([3.0, 3.4, 2.5]))
-    assert checks.loc["no_growth_when_overfitting", "verdict"] == "holds"
-    assert checks.loc["no_growth_when_overfitting", "value"] == pytest.approx(-0.1)
+    checks = checked(_runs(grows, flat_after_best))
+    # grows: the old "holds" (t-interval above 0) is the verdict separated
+    grown = checks["grows_with_repetitions"]
+    assert (grown.verdict, grown.holds, grown.n) == ("separated", True, 3)
+    assert grown.difference == pytest.approx(np.mean([3.0, 3.4, 2.5]))
+    assert (grown.first_value, grown.second_value) == pytest.approx((3.0, np.mean([0.0, 0.1, 0.0])))
+    assert grown.first == "64 repetitions" and grown.second == "0 repetitions" and "Spearman" in grown.note
+    # no growth once overfitting: the old "holds" (interval not above 0) is not separated or reversed
+    flat = checks["no_growth_when_overfitting"]
+    assert (flat.verdict, flat.holds) == ("reversed", True)  # -0.1 in every seed: a fall, t-interval [-0.1, -0.1]
+    assert flat.difference == pytest.approx(-0.1)
     still_growing = [[(2, 1.0, 0.5), (4, 2.0, 0.3), (8, 2.0 + 0.5 + 0.1 * s, 0.6)] for s in range(3)]
-    checks = dx.findings(_runs(grows, still_growing)).set_index("finding")
-    assert checks.loc["no_growth_when_overfitting", "verdict"] == "does not hold"
+    grew = checked(_runs(grows, still_growing))["no_growth_when_overfitting"]
+    assert (grew.verdict, grew.holds) == ("separated", False)  # the old "does not hold"
     never_rises = [[(2, 1.0, 0.5), (4, 2.0, 0.3), (8, 3.0, 0.2)]] * 3
-    checks = dx.findings(_runs(grows, never_rises)).set_index("finding")
-    assert checks.loc["no_growth_when_overfitting", "verdict"] == "not reached"
+    unreached = checked(_runs(grows, never_rises))["no_growth_when_overfitting"]
+    assert (unreached.verdict, unreached.holds) == ("not resolvable", False)  # the old "not reached"
+    assert unreached.note.startswith("not reached: the validation loss did not rise")
     shrinks = [{0: 1.0, 16: 0.5, 64: 0.0}, {0: 1.2, 16: 0.6, 64: 0.1}]
-    checks = dx.findings(_runs(shrinks, never_rises)).set_index("finding")
-    assert checks.loc["grows_with_repetitions", "verdict"] == "does not hold"
-    mean, low, high = dx.seed_interval([1.0, 2.0, 3.0])
+    shrunk = checked(_runs(shrinks, never_rises))["grows_with_repetitions"]
+    assert (shrunk.verdict, shrunk.holds) == ("reversed", False)  # the old "does not hold"
+    # one seed: no interval, not resolvable; holds by the point estimate as before
+    one = checked(_runs(grows[:1], flat_after_best[:1]))
+    assert [(f.verdict, f.holds, f.n) for f in one.values()] == [("not resolvable", True, 1)] * 2
+    assert one["grows_with_repetitions"].note.startswith("1 seed: no interval")
+    mean, low, high = seed_interval([1.0, 2.0, 3.0])
     assert (mean, low, high) == pytest.approx(
         (2.0, 2.0 - 4.302652729911275 / math.sqrt(3), 2.0 + 4.302652729911275 / math.sqrt(3))
     )
-    assert np.isnan(dx.seed_interval([1.0])[1])
+    assert np.isnan(seed_interval([1.0])[1])
 
 
 def test_schema_defaults_are_the_library_defaults():
@@ -355,7 +371,7 @@ def test_snakemake_dexposure_on_the_ci_config(tmp_path):
     run_snakemake(workdir, "dexposure", "--configfile", str(config))
     out = workdir / "results" / "ci" / "dexposure"
     for name in ("table1", "table2", "table3", "findings"):
-        assert (out / f"{name}.md").read_text().startswith("## ")
+        assert (out / f"{name}.md").read_text().startswith("## " if name != "findings" else "# Findings of Helali")
         assert len(pd.read_csv(out / f"{name}.csv"))
     for name in ("figure1", "figure2"):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
@@ -368,6 +384,7 @@ def test_snakemake_dexposure_on_the_ci_config(tmp_path):
     assert (table3["d_exposure"] <= table3["max_d_exposure"] + 1e-9).all()
     findings = pd.read_csv(out / "findings.csv")
     assert list(findings["finding"]) == ["grows_with_repetitions", "no_growth_when_overfitting"]
+    assert list(findings.columns) == FINDING_COLUMNS and set(findings["verdict"]) <= set(VERDICTS)
     # no entity word (PHI) in any log
     chosen = pd.read_parquet(out / "chosen.parquet")
     logs = "".join(p.read_text() for p in (workdir / "results" / "ci" / "logs" / "dexposure").rglob("*.log"))

@@ -42,10 +42,11 @@ def test_every_finding_holds_and_the_headline_ones_separate(default_run):
     checks = checks[checks.kind == "finding"]
     failed = checks[~checks.holds]
     assert failed.empty, (
-        "findings that do not hold:\n" + failed[["claim", "compare", "value", "against", "against_value"]].to_string()
+        "findings that do not hold:\n" + failed[["claim", "first", "first_value", "second", "second_value"]].to_string()
     )
-    assert "does NOT hold" not in (default_run / "results/default/findings.md").read_text()
-    headline = checks.set_index(["finding", "experiment"]).loc[HEADLINE]
+    text = (default_run / "results/default/findings.md").read_text()
+    assert f"Findings: {len(checks)} of {len(checks)} hold" in text
+    headline = checks.set_index(["finding", "scope"]).loc[HEADLINE]
     assert (headline.verdict == "separated").all(), headline[["difference", "difference_ci_low", "verdict"]].to_string()
     assert (headline.difference_ci_low > headline.margin).all()
 

@@ -10,8 +10,8 @@ import pytest
 from scipy import optimize, stats
 
 from mlmia.core.errors import UserError
+from mlmia.metrics.intervals import clopper_pearson
 from mlmia.metrics.privacy_bounds import (
-    clopper_pearson,
     epsilon_lower_bound,
     one_run_audit,
     one_run_epsilon,

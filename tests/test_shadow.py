@@ -19,9 +19,11 @@ import torch
 from faker.providers.lorem.en_US import Provider as LoremProvider
 
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import PatientResampler, percentile_interval
+from mlmia.metrics.bootstrap import PatientResampler
+from mlmia.metrics.intervals import group_bootstrap, percentile_interval
+from mlmia.report.finding import findings_frame
 from mlmia.scoring.masks import mask_patterns
-from mlmia.shadow.classify import CLASSIFIERS, accuracy_table, fit_classifiers, group_bootstrap
+from mlmia.shadow.classify import CLASSIFIERS, accuracy_table, fit_classifiers
 from mlmia.shadow.features import bleu_statistics, corpus_bleu_from_stats, fill_in_features, oov_flags
 from mlmia.shadow.groups import (
     BLEU_EDGES,
@@ -243,6 +245,47 @@ def _synthetic(n_groups: int, shift: float, seed: int) -> pd.DataFrame:
     )
 
 
+def test_findings_keep_the_old_holds_and_map_onto_the_verdicts():
+    def tidy(table, evaluation, cells):
+        return pd.DataFrame(
+            [{"table": table, "features": "f", "classifier": f"c{i}", "evaluation": evaluation, "accuracy": a,
+              "ci_low": lo, "ci_high": hi, "n": 10, "n_groups": 10, "selected": False}
+             for i, (a, lo, hi) in enumerate(cells)]
+        )  # fmt: skip
+
+    near = [(0.52, 0.49, 0.55), (0.56, 0.50, 0.62), (0.54, 0.51, 0.57), (0.60, 0.55, 0.65), (0.40, 0.35, 0.45)]
+    ood = [(1.0, 1.0, 1.0), (0.54, 0.40, 0.68), (0.32, 0.20, 0.44)]
+    groups = [(np.nan, np.nan, np.nan), (0.55, 0.45, 0.65)]
+    tables = {"table2": tidy("table2", "Alice", near), "table4": tidy("table4", "news", ood),
+              "table6": tidy("table6", "Alice (raw)", groups)}  # fmt: skip
+    found = findings(tables, margin=0.05, n_bootstrap=50)
+    by_check = {
+        c: [f for f in found if f.finding == c] for c in ("near_chance", "ood_above_chance", "group_above_chance")
+    }
+    # near 50%: within 5 points, or the interval holds 0.5 (not separated) -- the old rule, kept
+    assert [f.verdict for f in by_check["near_chance"]] == [
+        "not separated", "not separated", "separated", "separated", "reversed",
+    ]  # fmt: skip
+    assert [f.holds for f in by_check["near_chance"]] == [True, True, True, False, False]
+    assert [f.holds for f in by_check["near_chance"]] == [near_chance(*c, margin=0.05) for c in near]
+    # above chance: the old "holds" (interval above 0.5) is the verdict separated; holds is the point estimate
+    assert [f.verdict for f in by_check["ood_above_chance"]] == ["separated", "not separated", "reversed"]
+    assert [f.holds for f in by_check["ood_above_chance"]] == [True, True, False]
+    assert [f.verdict for f in by_check["group_above_chance"]] == ["not resolvable", "not separated"]
+    assert by_check["group_above_chance"][0].note and by_check["group_above_chance"][0].n == 0
+    first = by_check["ood_above_chance"][1]
+    assert (first.second, first.second_value, first.n) == ("chance", 0.5, 50)
+    assert (first.difference, first.difference_ci_low, first.difference_ci_high) == pytest.approx((0.04, -0.1, 0.18))
+    text = render_all({**tables, "findings": found}, n_bootstrap=50)["findings"]
+    assert (
+        "### accuracy on out-of-domain probes is above chance: 2 of 3 hold; 1 separated, "
+        "1 not separated, 1 reversed" in text
+    )
+    assert (
+        "| table4 | c0 on news | 100.0% [100.0%, 100.0%] | chance | 50.0% | 50.0% [50.0%, 50.0%] | 50 | yes |" in text
+    )
+
+
 def test_classifiers_find_a_shift_and_stay_at_chance_without_one():
     features = ["bleu", "top1_accuracy"]
     for shift, check in ((1.5, "signal"), (0.0, "null")):
@@ -382,10 +425,11 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
         values = tables[key][["accuracy", "ci_low", "ci_high"]].to_numpy(dtype=float)
         assert np.isfinite(values).all() and ((values >= 0) & (values <= 1)).all(), key
         assert (values[:, 1] <= values[:, 0] + 1e-12).all() and (values[:, 0] <= values[:, 2] + 1e-12).all(), key
-    checks = tables["findings"]
-    assert set(checks["check"]) == {"near_chance", "ood_above_chance", "group_above_chance"}
+    checks = findings_frame(tables["findings"])
+    assert set(checks["finding"]) == {"near_chance", "ood_above_chance", "group_above_chance"}
     assert len(checks) == 5 * 2 + 5 * 1 + 5 * 2
-    pd.testing.assert_frame_equal(checks, findings(tables))
+    assert (checks["second_value"] == 0.5).all() and (checks["n"] == 100).all()
+    pd.testing.assert_frame_equal(checks, findings_frame(findings(tables, n_bootstrap=100)))
 
     markdown = render_all(tables, n_bootstrap=100)
     assert set(markdown) == set(tables)

@@ -8,7 +8,8 @@ from mlmia.core.errors import UserError
 from mlmia.core.provenance import module_digest
 from mlmia.memorization.exposed_samples import exposed_labels, exposure_metrics, patient_split, simple_features
 from mlmia.metrics.protocols import METRIC_COLUMNS
-from mlmia.report.findings import check_findings, render_findings
+from mlmia.report.finding import findings_frame
+from mlmia.report.findings import check_findings, render
 from mlmia.report.tables import render_latex, render_markdown, tidy_table
 from mlmia.scoring.shards import shard_count, shard_slice
 from mlmia.study.experiment import Experiment
@@ -104,21 +105,24 @@ def test_findings_compare_on_the_same_replicates():
     metrics = {"e1": metrics_frame(
         [("auc", "a", None, NAN, NAN, 0.70, 0.68, 0.72), ("auc", "b", None, NAN, NAN, 0.68, 0.66, 0.70),
          ("auc", "c", None, NAN, NAN, 0.69, 0.66, 0.72)], reps_a + reps_b + reps_c)}  # fmt: skip
-    checks = check_findings(
+    found = check_findings(
         [check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "b"}),
          check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "c"}),
          check({"metric": "auc", "attack": "b"}, {"metric": "auc", "attack": "a"}),
          check({"metric": "auc", "attack": "a"}, {"metric": "auc", "attack": "b"}, margin=0.05)],
         metrics,
     )  # fmt: skip
+    checks = findings_frame(found)
     assert checks.difference.tolist() == pytest.approx([0.02, 0.01, -0.02, 0.02])
     assert checks.difference_ci_low.iloc[0] == pytest.approx(0.02) == checks.difference_ci_high.iloc[0]
     assert checks.verdict.tolist() == ["separated", "not separated", "reversed", "reversed"]
     assert checks.holds.tolist() == [True, True, False, False]
-    assert checks.replicates.tolist() == [40] * 4
-    text = render_findings(checks, "w")
-    assert "2 of 4 checks hold by the point estimate; 1 of 4 separate" in text
-    assert "| 0.020 [0.020, 0.020] | yes | separated |" in text
+    assert checks.n.tolist() == [40] * 4
+    assert checks.first.tolist()[0] == "a auc [e1]" and checks.first_ci_low.iloc[0] == 0.68
+    assert checks.second.tolist()[0] == "b auc [e1]" and checks.second_ci_high.iloc[0] == 0.70
+    text = render(found, "w")
+    assert "Findings: 2 of 4 hold; 1 separated, 1 not separated, 2 reversed." in text
+    assert "| 0.020 [0.020, 0.020] | 40 | yes | separated |  |" in text
 
 
 def test_an_attack_below_the_blind_baseline_is_flagged_not_failed():
@@ -133,18 +137,21 @@ def test_an_attack_below_the_blind_baseline_is_flagged_not_failed():
          {**check({"metric": "auc", "attack": "b"}, {"metric": "auc", "attack": "blind"}), **baseline, "finding": "b_blind"}],
         metrics,
     )  # fmt: skip
-    assert checks.kind.tolist() == ["finding", "baseline", "baseline"]
-    assert checks.holds.tolist() == [True, True, False]
-    text = render_findings(checks, "w")
-    # the summary counts the one finding; the attack below blind is flagged in its own section
-    assert "1 of 1 checks hold by the point estimate" in text
-    assert "Against the blind baseline: 1 of 2 attack checks above it, 0 separated; 1 flagged." in text
-    assert "### above blind: FLAG: not above it in 1 of 1" in text
-    assert "does NOT hold" not in text
-    assert text.index("## Findings") < text.index("## Attacks against the blind baseline")
+    assert [f.kind for f in checks] == ["finding", "baseline", "baseline"]
+    assert [f.holds for f in checks] == [True, True, False]
+    # no replicates: no interval, so not resolvable, with the reason
+    assert {f.verdict for f in checks} == {"not resolvable"} and all(f.note.startswith("no interval") for f in checks)
+    text = render(checks, "w")
+    # the summary counts the one finding apart; the attack below blind is flagged in its own section
+    assert "Findings: 1 of 1 hold; 1 not resolvable." in text
+    assert "Checks against a baseline: 1 of 2 hold, 1 flagged; 2 not resolvable." in text
+    assert "### above blind: 0 of 1 hold, 1 flagged; 1 not resolvable" in text
+    assert "| b auc [e1] | 0.680 [0.660, 0.700] | blind auc [e1] | 0.690 [0.660, 0.720] | -0.010 | 0 | NO |" in text
+    assert text.index("## Findings") < text.index("## Checks against a baseline")
+    assert "blind (a bag-of-words classifier" in text
     # a file of baseline checks alone (the zoo's) counts no claims
-    only = render_findings(checks[checks.kind == "baseline"], "w")
-    assert "checks hold" not in only and "## Findings" not in only and "1 flagged" in only
+    only = render([f for f in checks if f.kind == "baseline"], "w")
+    assert "Findings:" not in only and "## Findings" not in only and "1 flagged" in only
 
 
 def test_findings_refuse_a_cell_without_metrics():

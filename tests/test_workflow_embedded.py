@@ -65,10 +65,11 @@ def test_every_table_and_figure(ci_run):
     # zoo table's Base/short/i2b2, 5 single-pair claims, normalized vs masked, recall in
     # Table 2's 2 sample-level columns, and 6 attacks against blind on 2 experiments
     findings = pd.read_csv(ci_run / f"{RUN}/findings.csv")
-    assert len(findings) == 23 + 5 + 1 + 2 + 6 * 2 and findings.replicates.min() > 0
+    assert len(findings) == 23 + 5 + 1 + 2 + 6 * 2 and findings.n.min() > 0
     assert (findings.kind == "baseline").sum() == 12  # the blind checks are flags, not claims
     text = (ci_run / f"{RUN}/findings.md").read_text()
-    assert "of 31 separate" in text and "of 12 attack checks above it" in text
+    assert "Findings: " in text and "of 31 hold" in text
+    assert "Checks against a baseline: " in text and "of 12 hold" in text
     # logs and benchmarks are the run's too
     assert (ci_run / f"{RUN}/logs/attack_metrics/base_long_mimic.log").exists()
     assert not (ci_run / "logs").exists() and not (ci_run / "benchmarks").exists()
@@ -86,7 +87,7 @@ def test_zoo_and_shadow_targets(ci_run):
     assert zoo[(zoo.metric == "tpr_at_fpr") & (zoo.fpr == 0.001)].value.isna().all()
     findings = pd.read_csv(ci_run / f"{RUN}/findings_zoo.csv")
     assert len(findings) == (len(ZOO_ATTACKS) - 1) * 2  # every attack but blind, on 2 experiments
-    assert findings["against"].str.startswith("blind auc [zoo_long_").all() and (findings.kind == "baseline").all()
+    assert findings["second"].str.startswith("blind auc [zoo_long_").all() and (findings.kind == "baseline").all()
     image = matplotlib.image.imread(ci_run / f"{RUN}/figures/fig_zoo_full.png")
     assert image.shape[0] > 100 and image.std() > 0.01
     # Hisamoto et al.'s tables: accuracies of the five classifiers, bounded, with intervals

@@ -3,18 +3,20 @@ import pandas as pd
 from mlmia.core.io import read_table, write_text
 from mlmia.core.runner import run_step
 from mlmia.memorization.dexposure import (
+    FINDINGS_METHOD,
+    FINDINGS_TITLE,
     entity_labels,
     figure2_data,
     findings,
     labelled_classes,
     plot_figure1,
     plot_figure2,
-    render_findings,
     render_table1,
     render_table2,
     render_table3,
     table3,
 )
+from mlmia.report.finding import findings_frame, render_findings
 from mlmia.world.phi import ambiguous_words, class_statistics, entity_occurrences, word_tag_counts
 
 
@@ -45,7 +47,7 @@ def main(snakemake):
         "table1": (render_table1(stats, source), stats),
         "table2": (render_table2(occurrences), occurrences),
         "table3": (render_table3(tidy, params.phrase), tidy),
-        "findings": (render_findings(checks), checks),
+        "findings": (render_findings(checks, FINDINGS_TITLE, FINDINGS_METHOD), findings_frame(checks)),
     }
     for key, (markdown, frame) in parts.items():
         write_text(markdown, out[f"{key}_md"])

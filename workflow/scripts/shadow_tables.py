@@ -2,6 +2,7 @@ import pandas as pd
 
 from mlmia.core.io import write_text
 from mlmia.core.runner import run_step
+from mlmia.report.finding import findings_frame
 from mlmia.shadow.report import plot_mixed, render_all
 from mlmia.shadow.workflow import tables
 
@@ -20,8 +21,8 @@ def main(snakemake):
     write_text(tidy.to_csv(index=False), out.tables_csv)
     for path in (out.figure_png, out.figure_pdf):
         plot_mixed(result["figure7"], path)
-    write_text(markdown["findings"] + "\n", out.findings_md)
-    write_text(result["findings"].to_csv(index=False), out.findings_csv)
+    write_text(markdown["findings"], out.findings_md)
+    write_text(findings_frame(result["findings"]).to_csv(index=False), out.findings_csv)
 
 
 run_step(snakemake, main)

@@ -43,8 +43,10 @@ import pandas as pd
 
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import PatientResampler, percentile_interval
+from mlmia.metrics.bootstrap import PatientResampler
+from mlmia.metrics.intervals import percentile_interval
 from mlmia.metrics.privacy_bounds import one_run_audit, threshold_then_bound
+from mlmia.report.markdown import markdown_table
 
 BOUND_COLUMNS = ["target", "attack", "label", "epsilon_lb", "threshold", "confidence", "delta", "members",
                  "nonmembers"]  # fmt: skip
@@ -198,13 +200,12 @@ def one_run_audits(
 def one_run_markdown(table: pd.DataFrame, template: str, digits: int) -> str:
     """The one-run audit as Markdown, with a note on what it measures."""
     header = ["target", "accountant ε (δ)", "canaries (inserted)", "guesses", "correct", "lower bound on ε"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    body = []
     for row in table.itertuples(index=False):
         eps = row.accountant_epsilon
         accountant = "no DP" if not math.isfinite(eps) else f"{_format(eps, 2)} ({row.delta:.2g})"
-        cells = [row.target, accountant, f"{row.canaries} ({row.inserted})", row.guesses, row.correct,
-                 _format(row.epsilon_lb)]  # fmt: skip
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        body.append([row.target, accountant, f"{row.canaries} ({row.inserted})", row.guesses, row.correct,
+                     _format(row.epsilon_lb)])  # fmt: skip
     notes = [
         "",
         f"One training run per target (Steinke, Nasr and Jagielski, NeurIPS 2023): canaries of the template "
@@ -215,7 +216,7 @@ def one_run_markdown(table: pd.DataFrame, template: str, digits: int) -> str:
         if len(table)
         else "",
     ]
-    return "\n".join(lines + notes) + "\n"
+    return "\n".join([markdown_table(header, body), *notes]) + "\n"
 
 
 # ----------------------------------------------------------------------------------- the report
@@ -242,7 +243,7 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
     """The per-target table as Markdown, with notes saying what each column means."""
     header = ["target", "accountant ε (δ)", "patient-level ε (δ)", "best lower bound on ε", "attack",
               "strongest attack", "AUC", f"TPR@{fpr:g}FPR (%)", "MLM loss", "pseudo-perplexity"]  # fmt: skip
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    body = []
     for _, row in table.iterrows():
         eps = row["accountant_epsilon"]
         accountant = "no DP" if not math.isfinite(eps) else f"{_format(eps, 2)} ({row['delta']:.2g})"
@@ -253,7 +254,7 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         cells = [row["target"], accountant, patient, _format(row["epsilon_lb"]), row["bound_attack"],
                  row["strongest_attack"], _interval(row, "auc"), _interval(row, "tpr", 1),
                  _interval(row, "mlm_loss"), _interval(row, "pseudo_perplexity", 2)]  # fmt: skip
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        body.append(cells)
     notes = [
         "",
         "Accountant ε: the privacy accountant's epsilon (Opacus, Rényi DP) of the DP-SGD run at δ = 1 / training "
@@ -268,7 +269,7 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         "MLM loss: mean masked energy of the non-member samples (held-out masked-LM loss, nats); pseudo-perplexity: "
         "exp of the token-weighted mean normalized energy of the same samples; 95% patient-bootstrap intervals.",
     ]
-    return "\n".join(lines + notes) + "\n"
+    return "\n".join([markdown_table(header, body), *notes]) + "\n"
 
 
 def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:

@@ -43,6 +43,7 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import exact_rank, exposure, skewnorm_exposure
+from mlmia.report.markdown import markdown_table
 
 log = get_logger(__name__)
 
@@ -496,15 +497,16 @@ def exposure_markdown(summary: pd.DataFrame, digits: int, template: str) -> str:
         "",
     ]
     header = ["repetitions", "canaries"] + [f"{est}, epoch {e}" for e in epochs for est in ESTIMATES]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     cells = summary.set_index(["repetitions", "epoch", "estimate"])
+    body = []
     for r in reps:
         row = [_repetition_label(int(r)), str(int(counts[r]))]
         for e in epochs:
             for est in ESTIMATES:
                 c = cells.loc[(r, e, est)]
                 row.append(f"{c['mean']:.2f} ({c['min']:.2f}-{c['max']:.2f})")
-        lines.append("| " + " | ".join(row) + " |")
+        body.append(row)
+    lines.append(markdown_table(header, body))
     return "\n".join(lines) + "\n"
 
 
@@ -637,10 +639,9 @@ def membership_markdown(
         "subsampled to the non-member count and averaged; 95% intervals from the bootstrap over canaries. "
         "Mean exposure: the exact exposure of the subset's members at the same epoch.",
         "",
-        "| inserted canaries | members | mean exposure | AUC (A) loss | AUC (B) likelihood ratio "
-        f"| recall (B) at alpha {alpha:g} (%) |",
-        "|---|---|---|---|---|---|",
     ]
+    header = ["inserted canaries", "members", "mean exposure", "AUC (A) loss", "AUC (B) likelihood ratio",
+              f"recall (B) at alpha {alpha:g} (%)"]  # fmt: skip
 
     def cell(subset: str, metric: str, attack: str) -> str:
         rows = point[(point["canaries"] == subset) & (point["metric"] == metric) & (point["attack"] == attack)]
@@ -648,15 +649,17 @@ def membership_markdown(
             rows = rows[(rows["threshold"] == "population") & np.isclose(rows["alpha"], alpha)]
         return _interval(rows.iloc[0]) if len(rows) else "-"
 
+    body = []
     for subset in dict.fromkeys(point["canaries"]):
         members = final[final["role"] == "member"]
         if subset != "all":
             members = members[members["repetitions"] == int(subset)]
         label = "all" if subset == "all" else f"x{subset}"
-        lines.append(
-            f"| {label} | {len(members)} | {members['exact_exposure'].mean():.2f} | {cell(subset, 'auc', 'loss')} "
-            f"| {cell(subset, 'auc', 'likelihood_ratio')} | {cell(subset, 'recall', 'likelihood_ratio')} |"
-        )
+        body.append(
+            [label, len(members), f"{members['exact_exposure'].mean():.2f}", cell(subset, "auc", "loss"),
+             cell(subset, "auc", "likelihood_ratio"), cell(subset, "recall", "likelihood_ratio")]
+        )  # fmt: skip
     never = final[final["role"] != "member"]
-    lines.append(f"| never inserted | 0 | {never['exact_exposure'].mean():.2f} | - | - | - |")
+    body.append(["never inserted", 0, f"{never['exact_exposure'].mean():.2f}", "-", "-", "-"])
+    lines.append(markdown_table(header, body))
     return "\n".join(lines) + "\n"

@@ -34,7 +34,7 @@ What is computed here, exactly:
   tags at the first subwords (a word cut off by `max_length` is predicted O);
 - Table 3, Figures 1-2 and the findings (`table3`, `plot_figure1`, `plot_figure2`,
   `findings`): means over the model seeds with 95% Student-t intervals (n - 1 degrees of
-  freedom; none with one seed).
+  freedom; none with one seed: `mlmia.metrics.intervals.seed_interval`).
 """
 
 from __future__ import annotations
@@ -51,8 +51,11 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
+from mlmia.metrics.intervals import seed_interval
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
+from mlmia.report.finding import Finding, interval_verdict
+from mlmia.report.markdown import markdown_table
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
@@ -79,7 +82,6 @@ RUN_COLUMNS = [
     "inserted_labelled", "inserted_tag", "rank", "d_exposure", "candidates_labelled", "candidate_confidence_median",
     "train_sentences", "train_loss", "valid_loss", "f1", "seconds",
 ]  # fmt: skip
-T_LEVEL = 0.95
 
 
 def labelled_classes(notes: pd.DataFrame) -> list[str]:
@@ -517,22 +519,6 @@ def overfit_checkpoints(overfit: Mapping) -> list[int]:
 # intervals, tables, figures, findings
 
 
-def seed_interval(values: Sequence[float], level: float = T_LEVEL) -> tuple[float, float, float]:
-    """Mean and 95% Student-t interval (n - 1 degrees of freedom) of per-seed values; the
-    interval is (nan, nan) with fewer than 2 values."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return np.nan, np.nan, np.nan
-    mean = float(x.mean())
-    if len(x) < 2:
-        return mean, np.nan, np.nan
-    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return mean, mean - half, mean + half
-
-
 def model_means(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, seed, repetitions, epoch): the model's d-exposure (the mean over
     the classes, `mean_d_exposure`), its losses and F1."""
@@ -598,86 +584,106 @@ def figure2_data(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def findings(runs: pd.DataFrame) -> pd.DataFrame:
-    """The paper's two findings, checked with intervals over the seeds.
+FINDINGS_TITLE = "Findings of Helali et al. (TSD 2020), checked over model seeds"
+FINDINGS_METHOD = (
+    "The model's d-exposure (bits; the mean over the chosen classes) compared within each seed (paired by seed): "
+    "in brackets the mean over model seeds with its 95% Student-t interval (n - 1 degrees of freedom; n: the seeds); "
+    "with one seed there is no interval. A finding *holds* by the mean difference: above 0 for growth, at most 0 "
+    "for no further growth once the validation loss rises."
+)
+SEED_INTERVAL = "Student t over seeds (paired by seed), 95%"
+
+
+def _seed_finding(finding: str, claim: str, scope: str, first: tuple[str, list], second: tuple[str, list]) -> dict:
+    """The fields of a finding whose first and second values are per-seed lists (label, values;
+    paired by seed): their means and the mean difference with their seed intervals
+    (`seed_interval`), margin 0; the caller adds holds, the verdict and the note."""
+    diffs = [a - b for a, b in zip(first[1], second[1])]
+    mean, low, high = seed_interval(diffs)
+    first_mean, first_low, first_high = seed_interval(first[1])
+    second_mean, second_low, second_high = seed_interval(second[1])
+    return {
+        "finding": finding, "claim": claim, "kind": "finding", "scope": scope, "measure": "d-exposure (bits)",
+        "first": first[0], "first_value": first_mean, "first_ci_low": first_low, "first_ci_high": first_high,
+        "second": second[0], "second_value": second_mean, "second_ci_low": second_low, "second_ci_high": second_high,
+        "difference": mean, "difference_ci_low": low, "difference_ci_high": high, "interval": SEED_INTERVAL,
+        "n": len(diffs), "margin": 0.0, "number_format": ".3f",
+    }  # fmt: skip
+
+
+def _no_interval(found: dict) -> list[str]:
+    """The note of a finding without an interval (fewer than 2 seeds)."""
+    if np.isfinite(found["difference_ci_low"]):
+        return []
+    return [f"{found['n']} seed{'' if found['n'] == 1 else 's'}: no interval"]
+
+
+def findings(runs: pd.DataFrame) -> list[Finding]:
+    """The paper's two findings, checked with intervals over the seeds (`mlmia.report.finding`
+    maps the old holds / does not hold / not reached onto the verdicts).
 
     1. "d-exposure grows with repetitions": per seed, the model's d-exposure at the last
        checkpoint with the most repetitions minus with the fewest (paired by seed); its mean
-       and 95% t-interval; "holds" when the interval lies above 0 (with one seed: when the
-       difference is above 0, marked as not resolvable). Also the mean over seeds of
+       and 95% t-interval; holds when the mean is above 0, *separated* when the interval lies
+       above 0 (with one seed: not resolvable). The note gives the mean over seeds of
        Spearman's rho between repetitions and d-exposure.
     2. "d-exposure does not keep growing once the validation loss rises" (the overfitting
        experiment): per seed, e* is the checkpoint of least validation loss; the validation
        loss rises when the last checkpoint's is above e*'s; the change of the model's
-       d-exposure from e* to the last checkpoint (paired by seed), mean and interval. "holds"
-       when the validation loss rose and the interval does not lie above 0 (no further growth
-       detected); "does not hold" when it lies above 0; "not reached" when the validation loss
-       never rose.
+       d-exposure from e* to the last checkpoint (paired by seed), mean and interval. Holds
+       when the mean change is at most 0; the claim agrees with *not separated* and *reversed*
+       (no further growth detected), not with *separated* (it grew); not resolvable when the
+       validation loss did not rise in every seed (the claim's premise is not reached; holds
+       False) or with one seed.
     """
     from scipy import stats
 
-    rows = []
+    out = []
     main = model_means(runs[runs["setting"] == "main"])
     if len(main):
         last = main[main["epoch"] == main["epoch"].max()]
+        epoch = int(last["epoch"].iloc[0])
         lo_r, hi_r = last["repetitions"].min(), last["repetitions"].max()
-        diffs, rhos = [], []
+        highs, lows, rhos = [], [], []
         for _, part in last.groupby("seed"):
             by_r = part.set_index("repetitions")["d_exposure"]
             if lo_r in by_r.index and hi_r in by_r.index:
-                diffs.append(float(by_r[hi_r] - by_r[lo_r]))
+                highs.append(float(by_r[hi_r]))
+                lows.append(float(by_r[lo_r]))
             if by_r.nunique() > 1 and len(by_r) > 2:
                 rhos.append(float(stats.spearmanr(by_r.index, by_r.to_numpy()).statistic))
-        mean, low, high = seed_interval(diffs)
-        resolvable = len(diffs) >= 2
-        holds = (low > 0) if resolvable else (mean > 0 if np.isfinite(mean) else False)
-        rows.append(
-            {
-                "finding": "grows_with_repetitions",
-                "statement": "d-exposure grows with the number of repetitions of the inserted phrase",
-                "measure": f"d-exposure at {hi_r} minus at {lo_r} repetitions (epoch {int(last['epoch'].iloc[0])})",
-                "value": mean,
-                "ci_low": low,
-                "ci_high": high,
-                "n_seeds": len(diffs),
-                "verdict": ("holds" if holds else "does not hold") + ("" if resolvable else " (1 seed: no interval)"),
-                "note": f"mean Spearman rho (repetitions, d-exposure) {np.mean(rhos):.2f}" if rhos else "",
-            }
-        )
+        found = _seed_finding(
+            "grows_with_repetitions", "d-exposure grows with the number of repetitions of the inserted phrase",
+            f"main experiment, epoch {epoch}", (f"{hi_r} repetitions", highs), (f"{lo_r} repetitions", lows),
+        )  # fmt: skip
+        notes = _no_interval(found)
+        notes += [f"mean Spearman rho (repetitions, d-exposure) {np.mean(rhos):.2f}"] if rhos else []
+        verdict = interval_verdict(found["difference_ci_low"], found["difference_ci_high"], 0.0)
+        out.append(Finding(**found, holds=bool(found["difference"] > 0), verdict=verdict, note="; ".join(notes)))
     over = model_means(runs[runs["setting"] == "overfit"])
     if len(over):
-        changes, rises, best_epochs = [], [], []
+        ends, bests, rises, best_epochs = [], [], [], []
         for _, part in over.groupby("seed"):
             part = part.sort_values("epoch")
             best = part.loc[part["valid_loss"].idxmin()]
             end = part.iloc[-1]
             best_epochs.append(int(best["epoch"]))
             rises.append(float(end["valid_loss"] - best["valid_loss"]))
-            changes.append(float(end["d_exposure"] - best["d_exposure"]))
-        mean, low, high = seed_interval(changes)
+            ends.append(float(end["d_exposure"]))
+            bests.append(float(best["d_exposure"]))
         rose = all(r > 0 for r in rises)
-        resolvable = len(changes) >= 2
-        grows = (low > 0) if resolvable else mean > 0
-        verdict = "not reached" if not rose else ("does not hold" if grows else "holds")
-        rows.append(
-            {
-                "finding": "no_growth_when_overfitting",
-                "statement": "d-exposure does not keep growing once the validation loss rises",
-                "measure": (
-                    f"d-exposure at the last epoch ({int(over['epoch'].max())}) minus at the epoch of least "
-                    f"validation loss (per seed: {', '.join(map(str, best_epochs))})"
-                ),
-                "value": mean,
-                "ci_low": low,
-                "ci_high": high,
-                "n_seeds": len(changes),
-                "verdict": verdict + ("" if resolvable else " (1 seed: no interval)"),
-                "note": "validation loss rose by " + ", ".join(f"{r:.3f}" for r in rises) + " (per seed)",
-            }
-        )
-    return pd.DataFrame(
-        rows, columns=["finding", "statement", "measure", "value", "ci_low", "ci_high", "n_seeds", "verdict", "note"]
-    )
+        found = _seed_finding(
+            "no_growth_when_overfitting", "d-exposure does not keep growing once the validation loss rises",
+            "overfitting experiment", (f"the last epoch ({int(over['epoch'].max())})", ends),
+            (f"the epoch of least validation loss (per seed: {', '.join(map(str, best_epochs))})", bests),
+        )  # fmt: skip
+        rise = "validation loss rose by " + ", ".join(f"{r:.3f}" for r in rises) + " (per seed)"
+        notes = ([] if rose else ["not reached: the validation loss did not rise in every seed"]) + _no_interval(found)
+        verdict = interval_verdict(found["difference_ci_low"], found["difference_ci_high"], 0.0)
+        verdict = verdict if rose else "not resolvable"
+        holds = rose and bool(found["difference"] <= 0)
+        out.append(Finding(**found, holds=holds, verdict=verdict, note="; ".join([*notes, rise])))
+    return out
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -696,12 +702,9 @@ def _interval(mean, low, high, digits: int = 2) -> str:
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
+def _frame_table(frame: pd.DataFrame) -> str:
     """A pipe table of the frame's cells as text (numbers with 2 decimals)."""
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |" for row in frame.values]
-    return "\n".join([header, rule, *body])
+    return markdown_table(frame.columns, [[v if isinstance(v, str) else _fmt(v) for v in row] for row in frame.values])
 
 
 def render_table1(stats: pd.DataFrame, source: str) -> str:
@@ -719,7 +722,7 @@ def render_table1(stats: pd.DataFrame, source: str) -> str:
         f"## Table 1: class statistics of the training notes ({source})\n\n"
         "`words only C_i` counts the words labelled only as C_i (at least once B-C_i, never another "
         "tag): the candidate set of d-exposure, |C_i| less the inserted word. The last row counts the "
-        "words labelled under more than one class (O aside).\n\n" + markdown_table(shown) + "\n"
+        "words labelled under more than one class (O aside).\n\n" + _frame_table(shown) + "\n"
     )
 
 
@@ -727,7 +730,7 @@ def render_table2(occurrences: pd.DataFrame) -> str:
     return (
         "## Table 2: occurrences of the ambiguous entities per class (training notes)\n\n"
         "`inserted as`: the class whose d-exposure the word measures (the inserted phrase labels it "
-        "so).\n\n" + markdown_table(occurrences.astype(object)) + "\n"
+        "so).\n\n" + _frame_table(occurrences.astype(object)) + "\n"
     )
 
 
@@ -758,19 +761,7 @@ def render_table3(tidy: pd.DataFrame, phrase: str) -> str:
                 _interval(*last[["f1", "f1_ci_low", "f1_ci_high"]], 3),
             ]
         )
-    lines.append(markdown_table(pd.DataFrame(rows, columns=header)))
-    return "\n".join(lines) + "\n"
-
-
-def render_findings(checks: pd.DataFrame) -> str:
-    lines = ["## Findings of Helali et al. (TSD 2020), checked over model seeds", ""]
-    for row in checks.itertuples():
-        lines.append(
-            f"- **{row.statement}**: {row.verdict}. {row.measure}: "
-            f"{_interval(row.value, row.ci_low, row.ci_high, 3)} over {row.n_seeds} seed(s)"
-            + (f"; {row.note}" if row.note else "")
-            + "."
-        )
+    lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"
 
 

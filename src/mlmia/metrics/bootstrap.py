@@ -12,7 +12,8 @@ that the whole sample table has in that role and source, with a generator seeded
 (seed, b, s) alone. Every experiment on the same sample table therefore sees the same
 patients in replicate `b`: two experiments (two attacks, two references, long and short
 samples, sample and patient level) are compared on the same resamples, and the difference
-of their replicate values is a paired bootstrap of their difference.
+of their replicate values is a paired bootstrap of their difference. Intervals of replicate values:
+`mlmia.metrics.intervals.percentile_interval`.
 """
 
 from __future__ import annotations
@@ -74,15 +75,3 @@ class PatientResampler:
             counts = multiplicities(n_patients, self.seed, replicate, key)
             drawn.append(np.repeat(rows, counts[patient_of_row]))
         return np.concatenate(drawn) if drawn else np.zeros(0, dtype=np.int64)
-
-
-def percentile_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """The percentile bootstrap interval (Efron and Tibshirani 1993, Section 13.3); NaN values
-    (replicates where the metric is undefined) are left out, and all-NaN gives (NaN, NaN)."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return float("nan"), float("nan")
-    tail = 100.0 * (1.0 - level) / 2.0
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return float(low), float(high)

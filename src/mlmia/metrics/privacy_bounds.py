@@ -23,48 +23,7 @@ import numpy as np
 from scipy import special, stats
 
 from mlmia.core.errors import UserError
-
-SIDES = ("one", "two")
-
-
-def _check_confidence(confidence: float) -> None:
-    if not 0 < confidence < 1:
-        raise UserError(f"confidence must lie in (0, 1), got {confidence!r}")
-
-
-def clopper_pearson(
-    successes: int | np.ndarray, trials: int | np.ndarray, confidence: float = 0.95, sided: str = "two"
-) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
-    """Exact binomial confidence limits for a success probability, Clopper and Pearson, "The
-    use of confidence or fiducial limits illustrated in the case of the binomial",
-    Biometrika 26, 1934: the limits are Beta quantiles,
-    low(a) = Beta^-1(a; k, n - k + 1) (0 when k = 0) and
-    high(a) = Beta^-1(1 - a; k + 1, n - k) (1 when k = n), for k successes in n trials.
-
-    `sided="two"`: a = (1 - confidence) / 2 on each side, so that [low, high] covers the
-    probability with probability at least `confidence` (scipy.stats.binomtest's "exact"
-    interval). `sided="one"`: a = 1 - confidence on each side, so that low alone is a
-    one-sided lower limit at level `confidence` (P(p < low) <= 1 - confidence) and high alone
-    a one-sided upper limit at that level; the pair is then only a (2 confidence - 1) interval.
-    Arrays (broadcast) give arrays, scalars floats.
-    """
-    _check_confidence(confidence)
-    if sided not in SIDES:
-        raise UserError(f"sided must be one of {', '.join(SIDES)}, got {sided!r}")
-    k = np.asarray(successes)
-    n = np.asarray(trials)
-    if not (np.issubdtype(k.dtype, np.integer) and np.issubdtype(n.dtype, np.integer)):
-        raise UserError("clopper_pearson needs integer counts")
-    if np.any(n < 1) or np.any(k < 0) or np.any(k > n):
-        raise UserError("clopper_pearson needs 0 <= successes <= trials and trials >= 1")
-    tail = (1.0 - confidence) / 2.0 if sided == "two" else 1.0 - confidence
-    k, n = np.broadcast_arrays(k.astype(float), n.astype(float))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(k > 0, stats.beta.ppf(tail, np.maximum(k, 1.0), n - k + 1.0), 0.0)
-        high = np.where(k < n, stats.beta.ppf(1.0 - tail, k + 1.0, np.maximum(n - k, 1.0)), 1.0)
-    if low.ndim == 0:
-        return float(low), float(high)
-    return low, high
+from mlmia.metrics.intervals import check_confidence, clopper_pearson
 
 
 def _epsilon_from_counts(
@@ -120,7 +79,7 @@ def epsilon_lower_bound(tp: int, fn: int, fp: int, tn: int, delta: float, confid
     if tp + fn < 1 or fp + tn < 1:
         raise UserError("epsilon_lower_bound needs at least one member (tp + fn) and one non-member (fp + tn)")
     _check_delta(delta)
-    _check_confidence(confidence)
+    check_confidence(confidence)
     return float(
         _epsilon_from_counts(np.int64(tp), np.int64(tp + fn), np.int64(fp), np.int64(fp + tn), delta, confidence)
     )
@@ -154,7 +113,7 @@ def threshold_then_bound(
     if not (np.all(np.isfinite(members)) and np.all(np.isfinite(nonmembers))):
         raise UserError("threshold_then_bound needs finite scores")
     _check_delta(delta)
-    _check_confidence(confidence)
+    check_confidence(confidence)
     rng = np.random.default_rng(seed)
     members, nonmembers = rng.permutation(members), rng.permutation(nonmembers)
     choose_m, bound_m = np.sort(members[: len(members) // 2]), members[len(members) // 2 :]

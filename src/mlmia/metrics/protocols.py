@@ -33,7 +33,7 @@ from mlmia.attacks.base import Attack, get_attack
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.logs import get_logger
 from mlmia.data.manifest import ROLES
-from mlmia.metrics.bootstrap import PatientResampler, percentile_interval
+from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.classification import (
     heldin_mean_threshold,
     population_threshold,
@@ -42,6 +42,7 @@ from mlmia.metrics.classification import (
     resolvable,
     roc,
 )
+from mlmia.metrics.intervals import percentile_interval
 
 PROTOCOLS = ("published", "corrected")
 LEVELS = ("sample", "patient")

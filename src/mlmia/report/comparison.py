@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mlmia.report.markdown import markdown_table
 from mlmia.report.tables import format_value
+
+COLUMNS = ["column", "row", "protocol", "ours", "95% CI", "paper", "difference", "same digit"]
 
 
 def _printed_digits(metric: str) -> int:
@@ -33,10 +36,7 @@ def paper_comparison(tables: list[pd.DataFrame], world: str) -> str:
             )
         if has_paper.any():
             lines.append("")
-        lines += [
-            "| column | row | protocol | ours | 95% CI | paper | difference | same digit |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
+        body = []
         for _, r in tidy.iterrows():
             ci = (
                 ""
@@ -50,10 +50,11 @@ def paper_comparison(tables: list[pd.DataFrame], world: str) -> str:
                 difference = format_value(r["metric"], r["value"] - float(r["paper_value"]))
                 d = _printed_digits(r["metric"])
                 same_digit = "yes" if round(r["value"], d) == round(float(r["paper_value"]), d) else "no"
-            lines.append(
-                f"| {r['header']} | {r['row']} | {r['protocol']} | {format_value(r['metric'], r['value'])} | {ci} | {paper} | {difference} | {same_digit} |"
-            )
-        lines.append("")
+            body.append(
+                [r["header"], r["row"], r["protocol"], format_value(r["metric"], r["value"]), ci, paper, difference,
+                 same_digit]
+            )  # fmt: skip
+        lines += [markdown_table(COLUMNS, body), ""]
     return "\n".join(lines)
 
 

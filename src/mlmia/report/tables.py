@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.metrics.bootstrap import percentile_interval
+from mlmia.metrics.intervals import percentile_interval
+from mlmia.report.markdown import markdown_table
 from mlmia.study.experiment import Experiment
 from mlmia.study.study import COUNT_METRICS, Cell
 
@@ -31,12 +32,19 @@ PROTOCOL_NOTES = {
 }
 
 
+def value_format(metric: str) -> str:
+    """The format spec of a metric's numbers: counts whole, percentages with 1 decimal, others 3."""
+    if metric in COUNT_METRICS:
+        return ".0f"
+    return ".1f" if metric in PERCENT_METRICS else ".3f"
+
+
 def format_value(metric: str, value: float | None) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return ""
     if metric in COUNT_METRICS:
         return f"{int(value)}"
-    return f"{value:.1f}" if metric in PERCENT_METRICS else f"{value:.3f}"
+    return format(value, value_format(metric))
 
 
 def _select(metrics: pd.DataFrame, cell: Cell, alpha: float, protocol: str, replicates: bool = False) -> pd.DataFrame:
@@ -188,10 +196,7 @@ def render_markdown(tidy: pd.DataFrame, spec: dict) -> str:
         headers, body = _grid(tidy, protocol)
         if spec.get("kind", "metrics") == "metrics":  # Table 7's cells come from no protocol
             lines += [f"## {protocol}: {PROTOCOL_NOTES.get(protocol, protocol)}", ""]
-        lines.append("| | " + " | ".join(headers) + " |")
-        lines.append("|---|" + "---|" * len(headers))
-        lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in body]
-        lines.append("")
+        lines += [markdown_table(["", *headers], [[label, *cells] for label, cells in body]), ""]
     return "\n".join(lines)
 
 
@@ -237,8 +242,7 @@ def render_static(table_id: str, spec: dict) -> tuple[pd.DataFrame, str, str]:
     lines = [f"# {spec.get('title', table_id)}", ""]
     if spec.get("caption"):
         lines += [spec["caption"].strip(), ""]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in body]
+    lines.append(markdown_table(header, body))
     latex = [
         r"\begin{table}[t]",
         r"\centering\small",

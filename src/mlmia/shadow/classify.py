@@ -11,13 +11,12 @@ fill-in query (the paper: BLEU and its n-gram precisions); `MODEL_SCORE_FEATURES
 fill-in energy, the analogue of the paper's model score (Table 3).
 
 Accuracy is the fraction of rows whose prediction equals the truth (`member`). Its 95%
-interval is a percentile bootstrap over GROUPS (patients or documents) drawn with
-`mlmia.metrics.bootstrap.multiplicities`, the draws of the project's `PatientResampler`: a
-drawn group brings all its rows. When no group holds both members and non-members (Alice's
-probes: in- and out-probe documents are disjoint), groups are drawn within each label, so
-every replicate keeps the in/out balance; otherwise (Bob's pairs, where a document is a
-member of one shadow model and not of another) all groups are drawn together. Every
-classifier is evaluated on the same replicates (paired).
+interval is a percentile bootstrap over GROUPS (patients or documents;
+`mlmia.metrics.intervals.group_bootstrap`): a drawn group brings all its rows. When no group
+holds both members and non-members (Alice's probes: in- and out-probe documents are disjoint),
+groups are drawn within each label, so every replicate keeps the in/out balance; otherwise
+(Bob's pairs, where a document is a member of one shadow model and not of another) all groups
+are drawn together. Every classifier is evaluated on the same replicates (paired).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
-from mlmia.metrics.bootstrap import multiplicities, percentile_interval
+from mlmia.metrics.intervals import group_bootstrap
 
 #: the paper's classifiers, in its order
 CLASSIFIERS = ("Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP")
@@ -38,7 +37,6 @@ CLASSIFIERS = ("Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP")
 FEATURES = ("bleu", "top1_accuracy")
 MODEL_SCORE_FEATURES = ("bleu", "top1_accuracy", "energy")
 N_BOOTSTRAP = 1000
-LEVEL = 0.95
 ACCURACY_COLUMNS = ["classifier", "evaluation", "accuracy", "ci_low", "ci_high", "n", "n_groups"]
 
 
@@ -103,59 +101,6 @@ def predict(classifiers: dict, frame: pd.DataFrame, features: Sequence[str]) -> 
         return pd.DataFrame({name: pd.Series(dtype=bool) for name in classifiers})
     x = _matrix(frame, features, "evaluation set")
     return pd.DataFrame({name: model.predict(x).astype(bool) for name, model in classifiers.items()})
-
-
-def group_bootstrap(
-    correct: np.ndarray,
-    groups: Sequence[str],
-    labels: Sequence[bool] | None,
-    seed: int,
-    n_bootstrap: int = N_BOOTSTRAP,
-    level: float = LEVEL,
-    stratum: str = "",
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(accuracy, ci_low, ci_high) per column of `correct` (rows x classifiers, 0/1): the
-    mean over rows, and the percentile interval of the mean over `n_bootstrap` group
-    resamples (see the module docstring for the strata). Replicate b draws the groups of a
-    stratum with `multiplicities(n_groups, seed, b, (stratum, label))`, the groups in sorted
-    order; a replicate's accuracy is sum(m_g * correct_g) / sum(m_g * size_g)."""
-    correct = np.asarray(correct, dtype=float)
-    if correct.ndim == 1:
-        correct = correct[:, None]
-    groups = np.asarray([str(g) for g in groups], dtype=object)
-    n, n_cls = correct.shape
-    if n == 0:
-        nan = np.full(n_cls, np.nan)
-        return nan, nan.copy(), nan.copy()
-    point = correct.mean(axis=0)
-    if labels is None:
-        labels = np.zeros(n, dtype=bool)
-        stratify = False
-    else:
-        labels = np.asarray(labels, dtype=bool)
-        both = pd.DataFrame({"g": groups, "y": labels}).groupby("g")["y"].nunique()
-        stratify = bool((both <= 1).all())
-    keys = labels if stratify else np.zeros(n, dtype=bool)
-    parts = []  # per stratum: (key, group sums of correct (G x C), group sizes (G,))
-    for key in sorted(set(keys.tolist())):
-        rows = keys == key
-        frame = pd.DataFrame(correct[rows], columns=range(n_cls))
-        frame["_g"] = groups[rows]
-        sums = frame.groupby("_g", sort=True)
-        parts.append((key, sums[list(range(n_cls))].sum().to_numpy(), sums.size().to_numpy(dtype=float)))
-    values = np.empty((int(n_bootstrap), n_cls))
-    for b in range(int(n_bootstrap)):
-        num, den = np.zeros(n_cls), 0.0
-        for key, group_sums, sizes in parts:
-            m = multiplicities(len(sizes), seed, b, (stratum, "in" if key else "out") if stratify else (stratum,))
-            num += m @ group_sums
-            den += m @ sizes
-        values[b] = num / den
-    low = np.empty(n_cls)
-    high = np.empty(n_cls)
-    for c in range(n_cls):
-        low[c], high[c] = percentile_interval(values[:, c], level)
-    return point, low, high
 
 
 def accuracy_table(

@@ -42,6 +42,9 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path, require_columns
+from mlmia.metrics.intervals import group_bootstrap
+from mlmia.report.finding import Finding, interval_verdict, render_findings
+from mlmia.report.markdown import markdown_table
 from mlmia.shadow.classify import (
     ACCURACY_COLUMNS,
     FEATURES,
@@ -49,7 +52,6 @@ from mlmia.shadow.classify import (
     N_BOOTSTRAP,
     accuracy_table,
     fit_classifiers,
-    group_bootstrap,
     predict,
 )
 from mlmia.shadow.features import oov_flags
@@ -312,9 +314,9 @@ def shadow_tables(
     in_threshold: float = 0.5,
     figure_features: str = "raw",
     margin: float = NEAR_CHANCE_MARGIN,
-) -> dict[str, pd.DataFrame]:
-    """Tables 2-6, Figure 7's numbers ("figure7"; features "raw" or "adjusted") and the
-    findings, as tidy DataFrames keyed table2 ... table6, figure7, findings."""
+) -> dict[str, pd.DataFrame | list[Finding]]:
+    """Tables 2-6 and Figure 7's numbers ("figure7"; features "raw" or "adjusted") as tidy
+    DataFrames keyed table2 ... table6, figure7, and the findings (`Finding` records, "findings")."""
     if figure_features not in ("raw", "adjusted"):
         raise UserError(f"figure features must be raw or adjusted, got {figure_features!r}")
     table2, classifiers = sample_table(bob, probes, FEATURES, seed, n_bootstrap, "table2")
@@ -336,7 +338,7 @@ def shadow_tables(
     )
     tables = {"table2": table2, "table3": table3, "table4": table4, "table5": table5, "table6": table6}
     tables["figure7"] = figure7
-    tables["findings"] = findings(tables, margin)
+    tables["findings"] = findings(tables, margin, n_bootstrap)
     return tables
 
 
@@ -359,8 +361,7 @@ def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTR
         note += "; – no probe in that set"
     lines = [f"# {title}", "", note + "; last row: n (bootstrap units).", ""]
     headers = list(dict.fromkeys(tidy["evaluation"]))
-    lines.append("| classifier | " + " | ".join(headers) + " |")
-    lines.append("|---|" + "---|" * len(headers))
+    body = []
     for name in dict.fromkeys(tidy["classifier"]):
         rows = tidy[tidy["classifier"] == name].set_index("evaluation")
         cells = []
@@ -374,12 +375,10 @@ def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTR
                 text += f" [{_percent(r['ci_low'])}, {_percent(r['ci_high'])}]"
             cells.append(text)
         mark = " *" if bool(rows["selected"].any()) else ""
-        lines.append(f"| {name}{mark} | " + " | ".join(cells) + " |")
+        body.append([f"{name}{mark}", *cells])
     counts = tidy.drop_duplicates("evaluation").set_index("evaluation")
-    lines.append(
-        "| n | " + " | ".join(f"{int(counts.loc[h, 'n'])} ({int(counts.loc[h, 'n_groups'])})" for h in headers) + " |"
-    )
-    lines.append("")
+    body.append(["n", *(f"{int(counts.loc[h, 'n'])} ({int(counts.loc[h, 'n_groups'])})" for h in headers)])
+    lines += [markdown_table(["classifier", *headers], body), ""]
     return "\n".join(lines)
 
 
@@ -393,37 +392,37 @@ def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int = N_BOOTSTRAP)
         "",
     ]
     headers = [f"{int(p)}%" for p in sorted(figure["in_percentage"].unique())]
-    lines.append("| classifier | " + " | ".join(headers) + " |")
-    lines.append("|---|" + "---|" * len(headers))
+    body = []
     for name, rows in figure.groupby("classifier", sort=False):
         rows = rows.sort_values("in_percentage")
         cells = [
             f"{_percent(r.accuracy)} [{_percent(r.ci_low)}, {_percent(r.ci_high)}] ({_percent(r.called_in)})"
             for r in rows.itertuples()
         ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines.append("")
+        body.append([name, *cells])
+    lines += [markdown_table(["classifier", *headers], body), ""]
     return "\n".join(lines)
 
 
-def render_all(tables: Mapping[str, pd.DataFrame], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, str]:
+def render_all(tables: Mapping[str, pd.DataFrame | list[Finding]], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, str]:
     """Markdown of every table `shadow_tables` returns (keys as there)."""
     out = {key: render_markdown(tables[key], TITLES[key], n_bootstrap) for key in TITLES if key in tables}
     if "figure7" in tables:
         out["figure7"] = render_figure_markdown(tables["figure7"], n_bootstrap)
     if "findings" in tables:
-        out["findings"] = render_findings(tables["findings"])
+        out["findings"] = render_findings(tables["findings"], FINDINGS_TITLE, findings_method(n_bootstrap))
     return out
 
 
 # --------------------------------------------------------------------------- findings
 
-FINDING_COLUMNS = ["check", "table", "classifier", "evaluation", "accuracy", "ci_low", "ci_high", "holds", "statement"]
 CHECKS = {
     "near_chance": "sample-level accuracy on Alice's probes is near 50%",
     "ood_above_chance": "accuracy on out-of-domain probes is above chance",
     "group_above_chance": "group-level accuracy on Alice's probe groups is above chance",
 }
+CHANCE = 0.5
+FINDINGS_TITLE = "Findings of Hisamoto et al. (TACL 2020), checked on this run"
 
 
 def near_chance(accuracy: float, low: float, high: float, margin: float = NEAR_CHANCE_MARGIN) -> bool:
@@ -431,59 +430,59 @@ def near_chance(accuracy: float, low: float, high: float, margin: float = NEAR_C
     return bool((low <= 0.5 <= high) or abs(accuracy - 0.5) <= margin)
 
 
-def above_chance(low: float) -> bool:
-    """Above chance: the whole interval is above 0.5."""
-    return bool(np.isfinite(low) and low > 0.5)
+def findings(
+    tables: Mapping[str, pd.DataFrame], margin: float = NEAR_CHANCE_MARGIN, n_bootstrap: int = N_BOOTSTRAP
+) -> list[Finding]:
+    """The paper's findings checked cell by cell, each cell's accuracy against chance (0.5; margin 0),
+    the difference's interval the accuracy's group-bootstrap interval less 0.5
+    (`mlmia.report.finding` maps the old holds / does not hold onto the verdicts):
 
-
-def findings(tables: Mapping[str, pd.DataFrame], margin: float = NEAR_CHANCE_MARGIN) -> pd.DataFrame:
-    """The paper's findings checked cell by cell (columns `FINDING_COLUMNS`):
-
-    - near_chance (Tables 2 and 3, Alice): the interval holds 0.5 or |accuracy - 0.5| <= margin;
-    - ood_above_chance (Table 4, every OOD subcorpus): interval above 0.5;
-    - group_above_chance (Table 6, Alice raw and adjusted): interval above 0.5.
+    - near_chance (Tables 2 and 3, Alice): holds when |accuracy - 0.5| <= margin or the interval
+      holds 0.5 (`near_chance`); its verdict *not separated* agrees, *separated* or *reversed* not;
+    - ood_above_chance (Table 4, every OOD subcorpus): holds when the accuracy is above 0.5,
+      *separated* when its interval is;
+    - group_above_chance (Table 6, Alice raw and adjusted): the same.
     """
-    rows = []
+    out = []
 
-    def add(check, table, r, holds):
-        verdict = "holds" if holds else "does not hold"
-        rows.append(
-            {
-                "check": check,
-                "table": table,
-                "classifier": r.classifier,
-                "evaluation": r.evaluation,
-                "accuracy": r.accuracy,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-                "holds": bool(holds),
-                "statement": f"{table}, {r.classifier} on {r.evaluation}: {_percent(r.accuracy)}% "
-                f"[{_percent(r.ci_low)}, {_percent(r.ci_high)}]: {CHECKS[check]}: {verdict}",
-            }
-        )
+    def add(check: str, table: str, r, holds: bool, measure: str = "accuracy") -> None:
+        low, high = r.ci_low - CHANCE, r.ci_high - CHANCE
+        verdict = interval_verdict(low, high, 0.0)
+        out.append(
+            Finding(
+                finding=check, claim=CHECKS[check], kind="finding", scope=table, measure=measure,
+                first=f"{r.classifier} on {r.evaluation}", first_value=float(r.accuracy),
+                first_ci_low=float(r.ci_low), first_ci_high=float(r.ci_high), second="chance",
+                second_value=CHANCE, difference=float(r.accuracy - CHANCE), difference_ci_low=float(low),
+                difference_ci_high=float(high),
+                interval="group bootstrap, 95% percentile interval (the accuracy's, less 0.5)",
+                n=int(n_bootstrap) if verdict != "not resolvable" else 0, margin=0.0, holds=bool(holds),
+                verdict=verdict, note="no probe in that set" if verdict == "not resolvable" else "",
+                number_format=".1%",
+            )
+        )  # fmt: skip
 
+    band = f"accuracy; near 50%: within {100 * margin:g} points of it, or its interval holds it"
     for key in ("table2", "table3"):
         if key in tables:
             for r in tables[key][tables[key]["evaluation"] == "Alice"].itertuples():
-                add("near_chance", key, r, near_chance(r.accuracy, r.ci_low, r.ci_high, margin))
+                add("near_chance", key, r, near_chance(r.accuracy, r.ci_low, r.ci_high, margin), band)
     if "table4" in tables:
         for r in tables["table4"].itertuples():
-            add("ood_above_chance", "table4", r, above_chance(r.ci_low))
+            add("ood_above_chance", "table4", r, r.accuracy > CHANCE)
     if "table6" in tables:
         t6 = tables["table6"]
         for r in t6[t6["evaluation"].str.startswith("Alice")].itertuples():
-            add("group_above_chance", "table6", r, above_chance(r.ci_low))
-    return pd.DataFrame(rows, columns=FINDING_COLUMNS)
+            add("group_above_chance", "table6", r, r.accuracy > CHANCE)
+    return out
 
 
-def render_findings(checks: pd.DataFrame) -> str:
-    """The findings as Markdown: per check, how many cells hold, then one line per cell."""
-    lines = ["# Findings", ""]
-    for check, text in CHECKS.items():
-        part = checks[checks["check"] == check]
-        if len(part) == 0:
-            continue
-        lines += [f"## {text}: {int(part['holds'].sum())} of {len(part)} cells", ""]
-        lines += [f"- {s}" for s in part["statement"]]
-        lines.append("")
-    return "\n".join(lines)
+def findings_method(n_bootstrap: int = N_BOOTSTRAP) -> str:
+    """The method paragraph of the shadow study's findings file."""
+    return (
+        "Each attack classifier's accuracy on a set of probes against chance (50%). In brackets: 95% percentile "
+        f"intervals of the group bootstrap ({int(n_bootstrap)} resamples of documents, of probe groups for Table 6; "
+        "n: the resamples); the difference's interval is the accuracy's less 50%. *Above chance* holds when the "
+        "accuracy is above 50%. *Near 50%* is a claim that the difference is small: it holds when the accuracy is "
+        "within the band of the measure or its interval holds 50% (*not separated*, the verdict that agrees with it)."
+    )
