@@ -47,7 +47,7 @@ def main(snakemake):
         "table1": (render_table1(stats, source), stats),
         "table2": (render_table2(occurrences), occurrences),
         "table3": (render_table3(tidy, params.phrase), tidy),
-        "findings": (render_findings(checks, FINDINGS_TITLE, FINDINGS_METHOD), findings_frame(checks)),
+        "findings": (render_findings(checks, FINDINGS_TITLE, FINDINGS_METHOD, level=2), findings_frame(checks)),
     }
     for key, (markdown, frame) in parts.items():
         write_text(markdown, out[f"{key}_md"])

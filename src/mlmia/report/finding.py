@@ -170,7 +170,7 @@ def summary_line(findings: Sequence[Finding]) -> str:
     return " ".join(parts)
 
 
-def _claim_section(part: Sequence[Finding]) -> list[str]:
+def _claim_section(part: Sequence[Finding], level: int = 3) -> list[str]:
     first = part[0]
 
     def distinct(values) -> str:
@@ -185,7 +185,7 @@ def _claim_section(part: Sequence[Finding]) -> list[str]:
     ]  # fmt: skip
     header = ["scope", "first", "value", "second", "value", "difference [interval]", "n", "holds", "verdict", "note"]
     return [
-        f"### {first.claim}: {_held(part)}; {_verdict_counts(part)}",
+        f"{'#' * level} {first.claim}: {_held(part)}; {_verdict_counts(part)}",
         "",
         f"Measure: {distinct(f.measure for f in part)}. Margin: "
         f"{distinct(_number(f.margin, f.number_format) for f in part)}. Interval: {distinct(f.interval for f in part)}.",
@@ -195,12 +195,13 @@ def _claim_section(part: Sequence[Finding]) -> list[str]:
     ]
 
 
-def render_findings(findings: Sequence[Finding], title: str, method: str) -> str:
+def render_findings(findings: Sequence[Finding], title: str, method: str, level: int = 1) -> str:
     """The one Markdown layout of a study's findings: `# title`, the method paragraph (the study's
     `method`, then what the verdicts mean), the summary line, then for each kind present a section
-    with one table per claim (in the order of the records). Ends with a newline."""
+    with one table per claim (in the order of the records). `level`: the title's heading level
+    (2 where the findings are a section of a larger report). Ends with a newline."""
     lines = [
-        f"# {title}",
+        f"{'#' * level} {title}",
         "",
         f"{method.strip()} Verdicts, from the interval of the difference against the margin: *separated* when "
         "it lies above the margin, *reversed* when below, *not separated* when it holds the margin, *not "
@@ -213,7 +214,7 @@ def render_findings(findings: Sequence[Finding], title: str, method: str) -> str
         part = [f for f in findings if f.kind == kind]
         if not part:
             continue
-        lines += [f"## {heading}", "", *([intro, ""] if intro else [])]
+        lines += [f"{'#' * (level + 1)} {heading}", "", *([intro, ""] if intro else [])]
         for name in dict.fromkeys(f.finding for f in part):
-            lines += _claim_section([f for f in part if f.finding == name])
+            lines += _claim_section([f for f in part if f.finding == name], level + 2)
     return "\n".join(lines)
