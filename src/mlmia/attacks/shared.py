@@ -76,10 +76,8 @@ def check_lira_params(attack: str, params: dict) -> tuple[str, float]:
     return variance, floor
 
 
-def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Each row's reference energies split by membership: (OUT lists, IN lists). A row with no
-    OUT reference (with `need_in`, no IN reference) is a UserError naming the sample."""
-    outs, ins = [], []
+def _reference_rows(table: pd.DataFrame, attack: str):
+    """Each row's (id, reference energies, IN flags), checked: as many flags as energies, finite energies."""
     for sid, energies, member in zip(
         row_ids(table), table["references_energy"].tolist(), table["references_in"].tolist()
     ):
@@ -89,6 +87,14 @@ def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[li
             raise UserError(f"attack {attack}: sample {sid}: references_energy and references_in differ in length")
         if not np.isfinite(energies).all():
             raise UserError(f"attack {attack}: sample {sid}: a reference energy is not a finite number")
+        yield sid, energies, member
+
+
+def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each row's reference energies split by membership: (OUT lists, IN lists). A row with no
+    OUT reference (with `need_in`, no IN reference) is a UserError naming the sample."""
+    outs, ins = [], []
+    for sid, energies, member in _reference_rows(table, attack):
         out, inside = energies[~member], energies[member]
         if out.size == 0:
             raise UserError(f"attack {attack}: sample {sid} has no OUT reference (every reference was trained on it)")
@@ -97,6 +103,23 @@ def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[li
         outs.append(out)
         ins.append(inside)
     return outs, ins
+
+
+def reference_matrix(table: pd.DataFrame, attack: str, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+    """(energies, IN flags), each rows x references: reference j is the j-th entry of every
+    row's lists (the experiment's reference order). Rows that list different numbers of
+    references are a UserError (`purpose` says what needs them aligned)."""
+    rows = list(_reference_rows(table, attack))
+    sizes = sorted({energies.size for _, energies, _ in rows})
+    if len(sizes) > 1:
+        raise UserError(
+            f"attack {attack}: rows list {sizes[0]} to {sizes[-1]} reference energies; {purpose} needs every row "
+            "to list the same reference models"
+        )
+    m = sizes[0] if sizes else 0
+    energies = np.array([e for _, e, _ in rows], dtype=float).reshape(len(rows), m)
+    inside = np.array([f for _, _, f in rows], dtype=bool).reshape(len(rows), m)
+    return energies, inside
 
 
 def gaussian_fit(
