@@ -14,6 +14,7 @@ import scipy.stats
 from sklearn.metrics import roc_auc_score
 
 from mlmia.attacks import get_attack
+from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estimates
 
 # ------------------------------------------------------------------ fixed arrays
 
@@ -220,3 +221,23 @@ def test_tuning_matches_the_reference_procedure_on_the_fixed_arrays():
         means.append(np.mean(aucs))
     expected = grid[int(np.argmax(means))]
     assert tuned_a(t) == expected
+
+
+def test_the_tuned_a_reaches_the_metrics_under_every_protocol():
+    t = reference_table(seed=3).assign(source="x")
+    attack = get_attack("rmia")
+    attack.statistic(t)
+    settings = MetricSettings(
+        protocols=("published", "corrected"), attacks=("rmia", "lira_offline"), alphas=(0.1,),
+        thresholds=("population",), fprs=(0.1,), draws=2, seed=0, bootstrap=2, level="sample",
+    )  # fmt: skip
+    metrics = attack_metrics(t, settings)
+    tuned = metrics[metrics["metric"] == "parameter"]
+    assert len(tuned) == 2 and set(tuned["protocol"]) == {"published", "corrected"}
+    assert (tuned["attack"] == "rmia").all() and (tuned["parameter"] == "a").all()
+    assert (tuned["value"] == attack.tuned["a"]).all() and tuned["replicate"].isna().all()
+    assert len(point_estimates(metrics)) == len(metrics[metrics["replicate"].isna()])
+    # a fixed a: nothing tuned, no row
+    fixed = attack_metrics(t, MetricSettings(**{**settings.__dict__, "attack_params": {"rmia": {"a": 0.3}}}))
+    assert not (fixed["metric"] == "parameter").any()
+    assert fixed["parameter"].isna().all()

@@ -73,7 +73,8 @@ class Attack:
       the config's values (``attacks.<name>``) applied;
     - `tuned` (set by `statistic`): the parameters the last call chose from the table it was
       given, e.g. RMIA's ``{"a": 1.0}`` (empty when none was chosen); the metrics write them
-      as rows of metric ``parameter`` and the tables print them under the table.
+      as rows of metric ``parameter`` and the tables print them under the table, saying how
+      they were chosen with `tuning` (RMIA: "tuned on the reference models").
     """
 
     name: ClassVar[str] = ""
@@ -84,6 +85,7 @@ class Attack:
     row_local: ClassVar[bool] = True
     scored_roles: ClassVar[tuple[str, ...] | None] = None
     reads_population: ClassVar[bool] = False
+    tuning: ClassVar[str] = ""
     parameters: ClassVar[dict[str, object]] = {}
 
     def __init__(self, **params) -> None:

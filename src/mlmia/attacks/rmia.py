@@ -170,6 +170,7 @@ class Rmia(Attack):
     aggregates = True
     row_local = False
     reads_population = True
+    tuning = "tuned on the reference models"
     parameters = {"a": AUTO, "a_grid": GRID, "gamma": 1.0}
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
