@@ -52,6 +52,51 @@ def arrays(t):
     )
 
 
+# ------------------------------------------------------------------ LiRA: the reference definitions
+
+
+def lira_fit(target, references, inside, side, fix_variance):
+    """The Gaussian of one side as tensorflow_privacy's `compute_score_lira` fits it
+    (median_or_mean="mean"): per example, the statistics of the side's shadow models as an
+    m x 1 array (one augmentation), their mean; the standard deviation per example
+    (np.std, ddof 0) or, with fix_variance, of every example's values around its own mean."""
+    stats = [references[i][inside[i] if side == "in" else ~inside[i]][:, None] for i in range(len(target))]
+    mean = np.array([s.mean(axis=0) for s in stats])
+    if fix_variance:
+        std = np.std(np.concatenate([s - m[None] for s, m in zip(stats, mean)]))
+    else:
+        std = np.array([s.std(axis=0) for s in stats])
+    return mean[:, 0], std if np.ndim(std) == 0 else std[:, 0]
+
+
+@pytest.mark.parametrize("variance", ["global", "per_sample"])
+def test_lira_offline_is_the_papers_one_sided_test(variance):
+    """Carlini et al. 2022, offline LiRA: the p-value of the target's statistic under the OUT
+    Gaussian, one-sided (here: how likely a model without the sample gives an energy this
+    low, scipy.stats.norm.cdf); ours is the z-score, whose Phi is that p-value."""
+    t = reference_table(n_population=0).drop(columns="role")
+    target, references, inside = (np.asarray(v) for v in arrays(t.assign(role="x"))[:3])
+    mean, std = lira_fit(target, references, inside, "out", fix_variance=variance == "global")
+    p_value = scipy.stats.norm.cdf(target, loc=mean, scale=std)
+    z = get_attack("lira_offline", {"variance": variance}).statistic(t)
+    np.testing.assert_allclose(scipy.stats.norm.cdf(z), p_value, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(z, (target - mean) / std, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("variance", ["global", "per_sample"])
+def test_lira_online_is_tensorflow_privacys_score_negated(variance):
+    """tensorflow_privacy's compute_score_lira(option="both"): -(log N(x; in) - log N(x; out)),
+    small for a member; ours is log N(E; in) - log N(E; out), large for a member."""
+    t = reference_table(n_population=0)
+    target, references, inside, _ = arrays(t)
+    fix = variance == "global"
+    mean_in, std_in = lira_fit(target, references, inside, "in", fix)
+    mean_out, std_out = lira_fit(target, references, inside, "out", fix)
+    score = -(scipy.stats.norm.logpdf(target, mean_in, std_in) - scipy.stats.norm.logpdf(target, mean_out, std_out))
+    ours = get_attack("lira_online", {"variance": variance}).statistic(t)
+    np.testing.assert_allclose(ours, -score, rtol=0, atol=1e-9)
+
+
 # ------------------------------------------------------------------ RMIA: the reference definition
 
 

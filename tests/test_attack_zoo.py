@@ -193,17 +193,17 @@ def lira_table():
 
 def test_lira_offline_global_variance_by_hand():
     # OUT energies: s0 [2, 3] (mean 2.5, squares 0.25 + 0.25), s1 [1, 2, 3] (mean 2, squares 1 + 0 + 1), s2 [3]
-    # (mean 3, no degree of freedom). Pooled: (0.5 + 2) / (1 + 2 + 0) = 5/6, sigma = 0.9128709
-    # z: (1 - 2.5) / 0.9128709 = -1.6431677, (2 - 2) / . = 0, (4 - 3) / 0.9128709 = 1.0954451
+    # (mean 3, square 0). Around each row's mean, all rows: (0.5 + 2 + 0) / (2 + 3 + 1) = 5/12, sigma = 0.6454972
+    # z: (1 - 2.5) / 0.6454972 = -2.3237900, (2 - 2) / . = 0, (4 - 3) / 0.6454972 = 1.5491933
     attack = get_attack("lira_offline")
-    np.testing.assert_allclose(attack.statistic(lira_table()), [-1.6431677, 0.0, 1.0954451], rtol=1e-7)
+    np.testing.assert_allclose(attack.statistic(lira_table()), [-2.3237900, 0.0, 1.5491933], rtol=1e-7)
     assert attack.lower_is_member
 
 
 def test_lira_offline_per_sample_variance_floor_and_errors():
     per_sample = get_attack("lira_offline", {"variance": "per_sample"})
-    # s0: sd([2, 3]) = 0.7071068 -> -1.5 / 0.7071068 = -2.1213203; s1: sd([1, 2, 3]) = 1 -> 0
-    np.testing.assert_allclose(per_sample.statistic(lira_table().iloc[:2]), [-2.1213203, 0.0], rtol=1e-7)
+    # s0: sd([2, 3]) = 0.5 (ddof 0) -> -1.5 / 0.5 = -3; s1: sd([1, 2, 3]) = 0.8164966 -> 0
+    np.testing.assert_allclose(per_sample.statistic(lira_table().iloc[:2]), [-3.0, 0.0], rtol=1e-7)
     # s2 has one OUT reference: no variance of its own
     one_line_error(per_sample, lira_table(), "sample s2 has 1 OUT reference; variance per_sample needs at least 2")
     # equal OUT energies: sd 0, floored at min_sigma 0.001 -> (2.5 - 2) / 0.001 = 500
@@ -226,16 +226,16 @@ def test_lira_online_by_hand():
         references_energy=[[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 3.0, 5.0]],
         references_in=[[True, True, False, False], [True, False, True, False]],
     )
-    # global: sigma_in^2 = (0.5 + 0.5) / 2 = 0.5 = sigma_out^2, so the log ratio is
-    # ((E - mu_out)^2 - (E - mu_in)^2) / (2 * 0.5): s0 6.25 - 0.25 = 6, s1 2.25 - 0.25 = 2
+    # global: sigma_in^2 = (0.5 + 0.5) / 4 = 0.25 = sigma_out^2, so the log ratio is
+    # ((E - mu_out)^2 - (E - mu_in)^2) / (2 * 0.25): s0 (6.25 - 0.25) / 0.5 = 12, s1 (2.25 - 0.25) / 0.5 = 4
     attack = get_attack("lira_online")
-    np.testing.assert_allclose(attack.statistic(t), [6.0, 2.0])
+    np.testing.assert_allclose(attack.statistic(t), [12.0, 4.0])
     assert not attack.lower_is_member
-    # per sample, unequal sigmas: E = 0, IN [0, 2] (mean 1, var 2), OUT [2, 6] (mean 4, var 8):
-    # log N(0; 1, 2) - log N(0; 4, 8) = (-1/4 - ln(2)/2) - (-16/16 - ln(8)/2) = 0.75 + ln 2
+    # per sample, unequal sigmas: E = 0, IN [0, 2] (mean 1, var 1), OUT [2, 6] (mean 4, var 4):
+    # log N(0; 1, 1) - log N(0; 4, 4) = (-1/2 - 0) - (-16/8 - ln(2)) = 1.5 + ln 2
     d = table(target_energy=[0.0], references_energy=[[0.0, 2.0, 2.0, 6.0]], references_in=[[True, True, False, False]])
     per_sample = get_attack("lira_online", {"variance": "per_sample"})
-    np.testing.assert_allclose(per_sample.statistic(d), [0.75 + LN(2)])
+    np.testing.assert_allclose(per_sample.statistic(d), [1.5 + LN(2)])
     no_in = t.assign(references_in=[[True, True, False, False], [False, False, False, False]])
     one_line_error(attack, no_in, "sample s1 has no IN reference")
 

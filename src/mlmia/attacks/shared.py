@@ -125,10 +125,12 @@ def reference_matrix(table: pd.DataFrame, attack: str, purpose: str) -> tuple[np
 def gaussian_fit(
     groups: list[np.ndarray], variance: str, floor: float, attack: str, side: str, ids: list
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(μ, σ) per row of one side's reference energies: μ the row's mean; σ the row's sample
-    standard deviation (``per_sample``, at least two references needed) or the pooled
-    within-row standard deviation of all rows (``global``: sqrt(Σ_rows Σ (e − μ_row)² /
-    Σ_rows (n_row − 1))); σ at least `floor`."""
+    """(μ, σ) per row of one side's reference energies, as tensorflow_privacy's
+    `compute_score_lira` (``median_or_mean="mean"``) fits them: μ the row's mean; σ the row's
+    standard deviation (``per_sample``, numpy's default ddof 0; at least two references
+    needed) or the standard deviation of every row's energies around its own mean, all rows
+    together (``global``, its ``fix_variance``: sqrt(Σ_rows Σ (e − μ_row)² / Σ_rows n_row);
+    at least one row with two references); σ at least `floor`."""
     mu = np.array([g.mean() for g in groups], dtype=float)
     if variance == "per_sample":
         for sid, g in zip(ids, groups):
@@ -137,14 +139,14 @@ def gaussian_fit(
                     f"attack {attack}: sample {sid} has {g.size} {side} reference; variance per_sample needs "
                     "at least 2 (use variance: global)"
                 )
-        sigma = np.array([g.std(ddof=1) for g in groups], dtype=float)
+        sigma = np.array([g.std() for g in groups], dtype=float)
     else:
-        dof = sum(g.size - 1 for g in groups)
-        if dof == 0:
+        if not any(g.size > 1 for g in groups):
             raise UserError(
                 f"attack {attack}: no sample has two {side} references, so the global variance cannot be estimated "
                 "(it needs more reference models)"
             )
-        pooled = float(np.sqrt(sum(float(np.square(g - g.mean()).sum()) for g in groups) / dof))
+        residuals = sum(float(np.square(g - g.mean()).sum()) for g in groups)
+        pooled = float(np.sqrt(residuals / sum(g.size for g in groups)))
         sigma = np.full(len(groups), pooled)
     return mu, np.maximum(sigma, floor)
