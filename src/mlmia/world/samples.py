@@ -28,7 +28,10 @@ def sample_count(counts: dict, lengths: list[str]) -> int:
 
 
 def select_samples(world: pd.DataFrame, tokenizer, counts: dict, lengths: list[str], seed: int) -> pd.DataFrame:
-    """Pick `counts[role][source]` plain samples per length bucket, seeded, in a stable order."""
+    """Pick `counts[role][source]` plain samples per length bucket, seeded, in a stable order.
+
+    One generator draws every (role, source, length) in the order of `counts`: a source
+    added at the end (the configs' MIMIC population) leaves every earlier draw as it was."""
     plain = world[world["variant"] == "plain"].copy()
     plain["n_tokens"] = content_tokens(tokenizer, plain["text"])
     plain["length"] = [length_bucket(n) for n in plain["n_tokens"]]
