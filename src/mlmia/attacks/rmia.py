@@ -31,15 +31,18 @@ def _number(attack: str, key: str, value, ok, need: str) -> float:
     return number
 
 
+def _in_unit(value: float) -> bool:
+    return 0.0 <= value <= 1.0
+
+
 def _check(attack: str, params: dict) -> tuple[float | None, tuple[float, ...], float]:
     """(a, or None for auto; the grid, ascending; gamma), checked."""
-    in_unit = lambda v: 0.0 <= v <= 1.0  # noqa: E731
     a = params["a"]
-    a = None if a == AUTO else _number(attack, "a", a, in_unit, f"{AUTO!r} or a number in [0, 1]")
+    a = None if a == AUTO else _number(attack, "a", a, _in_unit, f"{AUTO!r} or a number in [0, 1]")
     grid = params["a_grid"]
-    if isinstance(grid, (str, bytes)) or not hasattr(grid, "__iter__") or len(list(grid)) == 0:
+    if not isinstance(grid, (list, tuple)) or not grid:
         raise UserError(f"config key attacks.{attack}.a_grid: a non-empty list of numbers in [0, 1] is needed")
-    grid = tuple(sorted({_number(attack, "a_grid", v, in_unit, "numbers in [0, 1]") for v in grid}))
+    grid = tuple(sorted({_number(attack, "a_grid", v, _in_unit, "numbers in [0, 1]") for v in grid}))
     gamma = _number(attack, "gamma", params["gamma"], lambda v: 0.0 < v < np.inf, "a positive number")
     return a, grid, gamma
 
