@@ -85,7 +85,7 @@ def test_every_registered_attack_keeps_the_contract(name):
 def test_parameters_override_defaults_and_unknown_ones_are_refused():
     assert get_attack("min_k").params == {"k": 0.2}
     assert get_attack("min_k", {"k": 0.5}).params == {"k": 0.5}
-    assert get_attack("rmia").params == {"a": 0.3, "gamma": 1.0}
+    assert get_attack("rmia").params == {"a": "auto", "a_grid": tuple(i / 10 for i in range(11)), "gamma": 1.0}
     assert get_attack("lira_offline").params == {"variance": "global", "min_sigma": 1e-3}
     assert get_attack("blind").params == {"folds": 5}
     with pytest.raises(UserError, match="attacks.min_k: unknown parameter"):
@@ -193,17 +193,17 @@ def lira_table():
 
 def test_lira_offline_global_variance_by_hand():
     # OUT energies: s0 [2, 3] (mean 2.5, squares 0.25 + 0.25), s1 [1, 2, 3] (mean 2, squares 1 + 0 + 1), s2 [3]
-    # (mean 3, no degree of freedom). Pooled: (0.5 + 2) / (1 + 2 + 0) = 5/6, sigma = 0.9128709
-    # z: (1 - 2.5) / 0.9128709 = -1.6431677, (2 - 2) / . = 0, (4 - 3) / 0.9128709 = 1.0954451
+    # (mean 3, square 0). Around each row's mean, all rows: (0.5 + 2 + 0) / (2 + 3 + 1) = 5/12, sigma = 0.6454972
+    # z: (1 - 2.5) / 0.6454972 = -2.3237900, (2 - 2) / . = 0, (4 - 3) / 0.6454972 = 1.5491933
     attack = get_attack("lira_offline")
-    np.testing.assert_allclose(attack.statistic(lira_table()), [-1.6431677, 0.0, 1.0954451], rtol=1e-7)
+    np.testing.assert_allclose(attack.statistic(lira_table()), [-2.3237900, 0.0, 1.5491933], rtol=1e-7)
     assert attack.lower_is_member
 
 
 def test_lira_offline_per_sample_variance_floor_and_errors():
     per_sample = get_attack("lira_offline", {"variance": "per_sample"})
-    # s0: sd([2, 3]) = 0.7071068 -> -1.5 / 0.7071068 = -2.1213203; s1: sd([1, 2, 3]) = 1 -> 0
-    np.testing.assert_allclose(per_sample.statistic(lira_table().iloc[:2]), [-2.1213203, 0.0], rtol=1e-7)
+    # s0: sd([2, 3]) = 0.5 (ddof 0) -> -1.5 / 0.5 = -3; s1: sd([1, 2, 3]) = 0.8164966 -> 0
+    np.testing.assert_allclose(per_sample.statistic(lira_table().iloc[:2]), [-3.0, 0.0], rtol=1e-7)
     # s2 has one OUT reference: no variance of its own
     one_line_error(per_sample, lira_table(), "sample s2 has 1 OUT reference; variance per_sample needs at least 2")
     # equal OUT energies: sd 0, floored at min_sigma 0.001 -> (2.5 - 2) / 0.001 = 500
@@ -226,16 +226,16 @@ def test_lira_online_by_hand():
         references_energy=[[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 3.0, 5.0]],
         references_in=[[True, True, False, False], [True, False, True, False]],
     )
-    # global: sigma_in^2 = (0.5 + 0.5) / 2 = 0.5 = sigma_out^2, so the log ratio is
-    # ((E - mu_out)^2 - (E - mu_in)^2) / (2 * 0.5): s0 6.25 - 0.25 = 6, s1 2.25 - 0.25 = 2
+    # global: sigma_in^2 = (0.5 + 0.5) / 4 = 0.25 = sigma_out^2, so the log ratio is
+    # ((E - mu_out)^2 - (E - mu_in)^2) / (2 * 0.25): s0 (6.25 - 0.25) / 0.5 = 12, s1 (2.25 - 0.25) / 0.5 = 4
     attack = get_attack("lira_online")
-    np.testing.assert_allclose(attack.statistic(t), [6.0, 2.0])
+    np.testing.assert_allclose(attack.statistic(t), [12.0, 4.0])
     assert not attack.lower_is_member
-    # per sample, unequal sigmas: E = 0, IN [0, 2] (mean 1, var 2), OUT [2, 6] (mean 4, var 8):
-    # log N(0; 1, 2) - log N(0; 4, 8) = (-1/4 - ln(2)/2) - (-16/16 - ln(8)/2) = 0.75 + ln 2
+    # per sample, unequal sigmas: E = 0, IN [0, 2] (mean 1, var 1), OUT [2, 6] (mean 4, var 4):
+    # log N(0; 1, 1) - log N(0; 4, 4) = (-1/2 - 0) - (-16/8 - ln(2)) = 1.5 + ln 2
     d = table(target_energy=[0.0], references_energy=[[0.0, 2.0, 2.0, 6.0]], references_in=[[True, True, False, False]])
     per_sample = get_attack("lira_online", {"variance": "per_sample"})
-    np.testing.assert_allclose(per_sample.statistic(d), [0.75 + LN(2)])
+    np.testing.assert_allclose(per_sample.statistic(d), [1.5 + LN(2)])
     no_in = t.assign(references_in=[[True, True, False, False], [False, False, False, False]])
     one_line_error(attack, no_in, "sample s1 has no IN reference")
 
@@ -266,21 +266,29 @@ def rmia_table():
 
 def test_rmia_by_hand():
     t = rmia_table()
+    # The share of population rows beaten, plus the tie-break: (rows with a smaller log LR) /
+    # (6 rows) / (2 * 4 * 3), i.e. in units of 1/144, never reordering rows of different share.
+    unit = 1 / 144
     # a = 1: Pr(x) is the OUT mean. LR: m1 0.5 / 0.25 = 2, n1 0.2 / 0.25 = 0.8; population
     # p1 0.1 / 0.2 = 0.5, p2 0.3 / 0.3 = 1, p3 0.6 / 0.4 = 1.5, p4 0.9 / 0.3 = 3
     # gamma 1: m1 beats 0.5, 1, 1.5 -> 3/4; n1 beats 0.5 -> 1/4; population rows against the
-    # other three: p1 0/3, p2 1/3, p3 2/3, p4 3/3
+    # other three: p1 0/3, p2 1/3, p3 2/3, p4 3/3. Rows below in LR: m1 4, n1 1, p1 0, p2 2, p3 3, p4 5
     attack = get_attack("rmia", {"a": 1.0})
-    np.testing.assert_allclose(attack.statistic(t), [0.75, 0.25, 0.0, 1 / 3, 2 / 3, 1.0])
-    assert not attack.lower_is_member
+    below = np.array([4, 1, 0, 2, 3, 5])
+    np.testing.assert_allclose(attack.statistic(t), np.array([0.75, 0.25, 0.0, 1 / 3, 2 / 3, 1.0]) + below * unit)
+    assert not attack.lower_is_member and attack.tuned == {}  # a fixed: nothing tuned
     # gamma 2.5: LR(z) <= LR(x) / 2.5: m1 (0.8) 0.5 -> 1/4; n1 (0.32) none; p1 (0.2) none;
-    # p2 (0.4) none; p3 (0.6) 0.5 -> 1/3; p4 (1.2) 0.5, 1 -> 2/3
+    # p2 (0.4) none; p3 (0.6) 0.5 -> 1/3; p4 (1.2) 0.5, 1 -> 2/3; the tie-break is by LR itself
     strict = get_attack("rmia", {"a": 1.0, "gamma": 2.5})
-    np.testing.assert_allclose(strict.statistic(t), [0.25, 0.0, 0.0, 0.0, 1 / 3, 2 / 3])
-    # default a = 0.3: Pr(x) = 0.65 * OUT mean + 0.35. LR: m1 0.5 / 0.5125 = 0.9756,
+    np.testing.assert_allclose(strict.statistic(t), np.array([0.25, 0.0, 0.0, 0.0, 1 / 3, 2 / 3]) + below * unit)
+    # a = 0.3: Pr(x) = 0.65 * OUT mean + 0.35. LR: m1 0.5 / 0.5125 = 0.9756,
     # n1 0.2 / 0.5125 = 0.3902; p1 0.1 / 0.48 = 0.2083, p2 0.3 / 0.545 = 0.5505,
-    # p3 0.6 / 0.61 = 0.9836, p4 0.9 / 0.545 = 1.6514 -> m1 beats p1, p2 -> 2/4; n1 beats p1 -> 1/4
-    np.testing.assert_allclose(get_attack("rmia").statistic(t), [0.5, 0.25, 0.0, 1 / 3, 2 / 3, 1.0])
+    # p3 0.6 / 0.61 = 0.9836, p4 0.9 / 0.545 = 1.6514 -> m1 beats p1, p2 -> 2/4; n1 beats p1 -> 1/4;
+    # rows below: m1 3 (p3 is above it now), n1 1, p1 0, p2 2, p3 4, p4 5
+    np.testing.assert_allclose(
+        get_attack("rmia", {"a": 0.3}).statistic(t),
+        np.array([0.5, 0.25, 0.0, 1 / 3, 2 / 3, 1.0]) + np.array([3, 1, 0, 2, 4, 5]) * unit,
+    )
 
 
 def test_rmia_needs_population_rows_and_out_references():
@@ -288,8 +296,16 @@ def test_rmia_needs_population_rows_and_out_references():
     one_line_error(get_attack("rmia"), t.iloc[:3], "1 population rows; at least 2 are needed")
     no_out = t.assign(references_in=[[True, True], [False, True, False], [False], [False], [False], [False]])
     one_line_error(get_attack("rmia"), no_out, "sample m1 has no OUT reference")
-    one_line_error(get_attack("rmia", {"a": 2}), t, "attacks.rmia.a")
+    one_line_error(get_attack("rmia", {"a": 2}), t, "attacks.rmia.a: 'auto' or a number in")
+    one_line_error(get_attack("rmia", {"a": "automatic"}), t, "attacks.rmia.a")
+    one_line_error(get_attack("rmia", {"a_grid": []}), t, "attacks.rmia.a_grid")
+    one_line_error(get_attack("rmia", {"a_grid": [0.5, 1.5]}), t, "attacks.rmia.a_grid")
     one_line_error(get_attack("rmia", {"gamma": 0}), t, "attacks.rmia.gamma")
+    # a: auto attacks reference j with the others: every row must list the same references
+    one_line_error(get_attack("rmia"), t, "rows list 1 to 3 reference energies; a: auto needs every row")
+    # ... and references trained on some audited samples (online), else nothing to tune on
+    aligned = t.assign(references_energy=[[1.0, 2.0, 3.0]] * 6, references_in=[[False] * 3] * 6)
+    one_line_error(get_attack("rmia"), aligned, "a: auto needs reference models trained on some of the audited")
 
 
 # ------------------------------------------------------------------ blind
@@ -399,7 +415,12 @@ def test_zoo_through_the_attack_table_and_the_protocols():
     built["target_token_mean"] = [list(-np.full(8, 1.5)) for _ in member]
     built["target_token_var"] = [list(np.full(8, 0.5)) for _ in member]
     built["references_energy"] = [list(e + rng.normal(0.5 * m, 0.2, 4)) for e, m in zip(energy, member)]
-    built["references_in"] = [[True, True, False, False] if i % 2 else [False, False, True, True] for i in range(n)]
+    # the references train on halves of the audited patients, never on held-in or population rows
+    audited = built["role"].isin(["member", "nonmember"]).to_numpy()
+    built["references_in"] = [
+        [bool(a and i % 2), bool(a and i % 2), bool(a and not i % 2), bool(a and not i % 2)]
+        for i, a in enumerate(audited)
+    ]
     built["neighbours_energy"] = [list(e + rng.normal(0.3 * m, 0.1, 3)) for e, m in zip(energy, member)]
     attacks = ("zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood")
     settings = MetricSettings(

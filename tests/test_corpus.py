@@ -2,15 +2,19 @@
 
 import pandas as pd
 import pytest
+import yaml
+from workflow_helpers import REPO
 
 from mlmia.core.errors import UserError
 from mlmia.data.manifest import length_bucket
+from mlmia.models.tokenizer import train_tokenizer
 from mlmia.world.corpus import build_world, corpus_settings, write_world
+from mlmia.world.samples import named_variant, select_samples
 
 TINY = {
     "seed": 0,
     "sentences_per_patient": 6,
-    "mimic": {"member_patients": 8, "heldin_patients": 3, "nonmember_patients": 6},
+    "mimic": {"member_patients": 8, "heldin_patients": 3, "nonmember_patients": 6, "population_patients": 3},
     "i2b2": {"nonmember_patients": 5, "population_patients": 4, "shift": 0.3},
     "domain": {"patients": 5, "abstract_sentences": 20, "note_share": 0.35},
     "general": {"sentences": 60},
@@ -51,7 +55,7 @@ def test_a_patient_never_straddles_roles(world):
     members = set(s.loc[s["role"] == "member", "group_id"])
     heldin = set(s.loc[s["role"] == "member_heldin", "group_id"])
     assert members and heldin and not members & heldin
-    assert (s.loc[s["role"] == "population", "source"] == "i2b2").all()
+    assert set(s.loc[s["role"] == "population", "source"]) == {"mimic", "i2b2"}
     assert set(s.loc[s["role"] == "nonmember", "source"]) == {"mimic", "i2b2"}
 
 
@@ -146,3 +150,35 @@ def test_general_corpus_mixes_news_with_the_asked_share_of_medical_prose():
     assert not set(general["text"]) & set(world["samples"]["text"])
     only_news = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.0}})["general"]
     assert only_news["text"].isin(news).all()
+
+
+def test_the_mimic_population_changes_no_other_row_of_the_world_or_of_the_sample_tables(tmp_path):
+    """The CI world with and without its MIMIC population: every table of the world, and the
+    selected sample tables (plain and Base-b's), are the same but for the population's rows,
+    which come last; so every paper table, which reads none of them, is unchanged."""
+    config = yaml.safe_load((REPO / "config" / "ci.yaml").read_text())
+    corpus, samples = config["corpus"], config["samples"]
+    assert corpus["mimic"]["population_patients"] > 0 and list(samples["counts"]["population"])[-1] == "mimic"
+    without = {**corpus, "mimic": {**corpus["mimic"], "population_patients": 0}}
+    old, new = build_world(without), build_world(corpus)
+    for key in ("target", "target_named", "domain", "general"):
+        pd.testing.assert_frame_equal(new[key], old[key])
+    added = new["samples"].iloc[len(old["samples"]) :]
+    pd.testing.assert_frame_equal(new["samples"].iloc[: len(old["samples"])], old["samples"])
+    assert len(added) > 0 and (added["role"] == "population").all() and (added["source"] == "mimic").all()
+    assert not set(added["group_id"]) & set(old["samples"]["group_id"])
+    assert new["samples"]["text"].is_unique and not set(added["text"]) & set(new["domain"]["text"])
+
+    texts = pd.concat([old[k]["text"] for k in ("target", "target_named", "domain", "general")])
+    tokenizer = train_tokenizer(texts, tmp_path / "tokenizer", vocab_size=1500, min_frequency=2)
+    old_counts = {**samples["counts"], "population": {"i2b2": samples["counts"]["population"]["i2b2"]}}
+    before = select_samples(old["samples"], tokenizer, old_counts, samples["lengths"], samples["seed"])
+    after = select_samples(new["samples"], tokenizer, samples["counts"], samples["lengths"], samples["seed"])
+    pd.testing.assert_frame_equal(after.iloc[: len(before)], before)
+    rest = after.iloc[len(before) :]
+    assert len(rest) == sum(samples["counts"]["population"]["mimic"].values())
+    assert (rest["role"] == "population").all() and (rest["source"] == "mimic").all()
+    pd.testing.assert_frame_equal(
+        named_variant(after, new["samples"], tokenizer).iloc[: len(before)],
+        named_variant(before, old["samples"], tokenizer),
+    )

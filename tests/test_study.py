@@ -254,15 +254,45 @@ def test_an_attack_registered_at_run_time_gets_its_row(in_repo, tmp_path):
     assert "| AUC (Q) | 1.000 |" in markdown
 
 
+def test_a_population_list_takes_the_first_source_the_sample_table_has(in_repo, tmp_path):
+    # the embedded world draws a MIMIC population: the zoo's MIMIC columns take it, the
+    # paper's experiments keep i2b2; the paper's files have an i2b2 population only
+    s = study()
+    assert s.experiments["zoo_long_mimic"].population == "mimic" == s.experiments["zoo_short_mimic"].population
+    assert s.experiments["zoo_long_i2b2"].population == "i2b2" == s.experiments["base_long_mimic"].population
+    assert {"experiment": "zoo_short_mimic", "role": "population", "source": "mimic", "length": "short"} in (
+        s.dataset_requirements("clinical")
+    )
+    paper = study(load("paper.yaml"), fake_paper_files=tmp_path)
+    assert paper.experiments["zoo_long_mimic"].population == "i2b2"
+    # the world without a MIMIC population in a bucket: that column falls back to i2b2
+    config = load("config.yaml")
+    config["samples"]["counts"]["population"]["mimic"] = {"long": 200}
+    s = study(config)
+    assert (
+        s.experiments["zoo_long_mimic"].population == "mimic" and s.experiments["zoo_short_mimic"].population == "i2b2"
+    )
+    # a dataset whose files take the role from a column: the config cannot tell, the first is taken
+    from mlmia.data.datasets import declared_sources
+
+    assert declared_sources({"files": [{"path": "a.csv"}]}, "population", "long") is None
+    files = [
+        {"path": "p.csv", "role": "pop", "source": "x", "length": "long"},
+        {"path": "q.csv", "role": "member", "source": "y"},
+    ]
+    assert declared_sources({"files": files, "role_names": {"pop": "population"}}, "population", "long") == {"x"}
+    assert declared_sources({"files": files, "role_names": {"pop": "population"}}, "population", "short") == set()
+
+
 def test_models_shards_and_training_text(in_repo, tmp_path):
     s = study()
     assert s.model_dir("base") == "results/default/models/base"
     assert s.training_text("base") == "results/default/corpus/train_target.parquet"
     assert s.training_text("base_b") == "results/default/corpus/train_target_named.parquet"
     assert s.scored_sets() == ["clinical", "clinical_named", "clinical~neighbours"]
-    # 610 member, 180 held-in, 400 + 430 non-member and 228 population samples: 1848 in
+    # 610 member, 180 held-in, 400 + 430 non-member and 228 + 228 population samples: 2076 in
     # shards of at most 1000
-    assert s.shards("clinical") == 2
+    assert s.shards("clinical") == 3
     with pytest.raises(UserError, match="config key models: 'nope' is not a configured model"):
         s.model_dir("nope")
     paper = study(load("paper.yaml"), fake_paper_files=tmp_path)

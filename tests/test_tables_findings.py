@@ -10,7 +10,7 @@ from mlmia.memorization.exposed_samples import exposed_labels, exposure_metrics,
 from mlmia.metrics.protocols import METRIC_COLUMNS
 from mlmia.report.finding import findings_frame
 from mlmia.report.findings import check_findings, render
-from mlmia.report.tables import render_latex, render_markdown, tidy_table
+from mlmia.report.tables import render_latex, render_markdown, render_table, tidy_table
 from mlmia.scoring.shards import shard_count, shard_slice
 from mlmia.study.experiment import Experiment
 
@@ -20,10 +20,11 @@ EXP = {"e1": Experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
 def metrics_frame(rows, replicates=()):
     """Estimate rows (metric, attack, threshold, alpha, fpr, value, low, high) and replicate
     rows (metric, attack, threshold, alpha, fpr, replicate, value)."""
-    out = [(m, a, t, al, f, "corrected", "sample", v, lo, hi, not np.isnan(v) or m != "tpr_at_fpr", None, None)
+    out = [(m, a, t, al, f, "corrected", "sample", v, lo, hi, not np.isnan(v) or m != "tpr_at_fpr", None, None, None)
            for m, a, t, al, f, v, lo, hi in rows]  # fmt: skip
     out += [
-        (m, a, t, al, f, "corrected", "sample", v, np.nan, np.nan, True, r, None) for m, a, t, al, f, r, v in replicates
+        (m, a, t, al, f, "corrected", "sample", v, np.nan, np.nan, True, r, None, None)
+        for m, a, t, al, f, r, v in replicates
     ]
     frame = pd.DataFrame(out, columns=METRIC_COLUMNS)
     frame["replicate"] = frame["replicate"].astype("Int64")
@@ -80,6 +81,37 @@ def test_a_table_says_only_what_it_shows():
     assert "| TPR@0.1% | n.r. | n.r. |" in markdown
     assert "n.r.: not resolvable" in markdown
     assert "published in the paper" not in markdown and "In brackets" not in markdown
+
+
+def test_under_the_table_the_parameters_an_attack_tuned_and_the_population_it_compared_with():
+    experiments = {
+        "e1": EXP["e1"],
+        "e2": Experiment("e2", "d", "t", "r", "i2b2", "i2b2", length="long"),
+    }
+    # the metrics of each column: RMIA's AUC and the a it tuned (a row of metric "parameter")
+    parameter = ("parameter", "rmia", None, NAN, NAN, "corrected", "sample", 1.0, NAN, NAN, True, None, None, "a")
+    rmia = metrics_frame([("auc", "rmia", None, NAN, NAN, 0.85, 0.8, 0.9)])
+    tuned = pd.DataFrame([parameter], columns=METRIC_COLUMNS)
+    metrics = {name: pd.concat([rmia, METRICS["e1"], tuned], ignore_index=True) for name in experiments}
+    spec = {"title": "Z", "columns": [{"id": "m", "header": "MIMIC", "experiment": "e1", "alpha": 0.1},
+                                      {"id": "i", "header": "i2b2", "experiment": "e2", "alpha": 0.1}]}  # fmt: skip
+    rows = [{"metric": "auc", "attack": "rmia", "label": "RMIA"}, *ROWS[:1]]
+    _, markdown, latex = render_table("z", spec, rows, experiments, metrics, {}, ["corrected"])
+    under = markdown.split("| RMIA |")[1]
+    assert "RMIA (offline): a = 1.0 (tuned on the reference models)." in under
+    assert "RMIA (offline): population samples from i2b2 in every column." in under
+    assert "a = 1.0 (tuned on the reference models)" in latex
+    # a value per column where they differ; a column that tuned nothing is left out
+    metrics["e2"].loc[metrics["e2"]["metric"] == "parameter", "value"] = 0.9
+    experiments["e1"] = Experiment("e1", "d", "t", "r", "mimic", "mimic", length="long")
+    _, markdown, _ = render_table("z", spec, rows, experiments, metrics, {}, ["corrected"])
+    assert "RMIA (offline): a (tuned on the reference models): 1.0 (MIMIC), 0.9 (i2b2)." in markdown
+    assert "RMIA (offline): population samples from mimic (MIMIC), i2b2 (i2b2)." in markdown
+    # a table of attacks that tune nothing and compare with no population says nothing more
+    _, plain, plain_latex = render_table("z", spec, ROWS, experiments, metrics, {}, ["corrected"])
+    tidy = tidy_table("z", spec, ROWS, experiments, metrics, {}, ["corrected"])
+    assert plain == render_markdown(tidy, spec) and plain_latex == render_latex(tidy, spec)
+    assert "tuned" not in plain and "population samples from" not in plain
 
 
 def test_missing_metric_names_table_column_and_row():

@@ -85,6 +85,15 @@ def test_zoo_and_shadow_targets(ci_run):
     assert (auc.ci_low <= auc.value).all() and (auc.value <= auc.ci_high).all()
     # 16 non-members per column: a TPR at 0.1% FPR is below 1/16, so never a number
     assert zoo[(zoo.metric == "tpr_at_fpr") & (zoo.fpr == 0.001)].value.isna().all()
+    # RMIA's a, tuned on the reference models per column, and each column's population, under the table
+    markdown = (ci_run / f"{RUN}/tables/table_zoo_full.md").read_text()
+    assert "(tuned on the reference models)" in markdown.split("| RMIA: AUC |")[1]
+    assert "RMIA (offline): population samples from mimic (Long MIMIC, Short MIMIC), i2b2 (Long i2b2, Short i2b2)." in (
+        markdown
+    )
+    metrics = pd.read_parquet(ci_run / f"{RUN}/metrics/zoo_long_mimic.parquet")
+    tuned = metrics[metrics.metric == "parameter"]
+    assert set(tuned.attack) == {"rmia"} and set(tuned.parameter) == {"a"} and tuned.value.between(0, 1).all()
     findings = pd.read_csv(ci_run / f"{RUN}/findings_zoo.csv")
     assert len(findings) == (len(ZOO_ATTACKS) - 1) * 2  # every attack but blind, on 2 experiments
     assert findings["second"].str.startswith("blind auc [zoo_long_").all() and (findings.kind == "baseline").all()

@@ -67,8 +67,14 @@ class Attack:
     - `scored_roles`: the roles of the rows its statistic is defined on (None: every role);
       the metrics drop the other rows for this attack before they compute anything, and a
       threshold taken on a role it does not score is not computed for it;
+    - `reads_population`: True when a row's statistic compares it with the population rows
+      (RMIA), so that a table of it says which population each column took;
     - `parameters`: the attack's settings and their defaults; `self.params` holds them with
-      the config's values (``attacks.<name>``) applied.
+      the config's values (``attacks.<name>``) applied;
+    - `tuned` (set by `statistic`): the parameters the last call chose from the table it was
+      given, e.g. RMIA's ``{"a": 1.0}`` (empty when none was chosen); the metrics write them
+      as rows of metric ``parameter`` and the tables print them under the table, saying how
+      they were chosen with `tuning` (RMIA: "tuned on the reference models").
     """
 
     name: ClassVar[str] = ""
@@ -78,6 +84,8 @@ class Attack:
     aggregates: ClassVar[bool] = True
     row_local: ClassVar[bool] = True
     scored_roles: ClassVar[tuple[str, ...] | None] = None
+    reads_population: ClassVar[bool] = False
+    tuning: ClassVar[str] = ""
     parameters: ClassVar[dict[str, object]] = {}
 
     def __init__(self, **params) -> None:
@@ -88,6 +96,7 @@ class Attack:
                 f"config key attacks.{self.name}: unknown parameter(s) {', '.join(unknown)} (known: {known})"
             )
         self.params = {**self.parameters, **params}
+        self.tuned: dict[str, float] = {}
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         """One float per row of `table` (an attack table or a part of it)."""

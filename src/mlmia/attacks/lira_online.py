@@ -20,17 +20,20 @@ class LiraOnline(Attack):
     reference models trained on it (IN: ``references_in`` True) and of those not (OUT).
 
     Carlini, Chien, Nasr, Song, Terzis and Tramèr, "Membership Inference Attacks From First
-    Principles", IEEE S&P 2022 (LiRA, online variant, Algorithm 1). As in the offline
-    variant (`mlmia.attacks.lira_offline`, which says why the energy replaces the paper's
-    logit-scaled confidence) μ_in and μ_out are the means of the sample's IN and OUT energies.
-    Parameter `variance`: ``global`` (default; σ_in and σ_out each pooled over every row of
-    the attack table from each sample's energies around its own mean: the paper's choice
-    when there are few reference models) or ``per_sample`` (each sample's own sample
-    standard deviations; at least two IN and two OUT references each); `min_sigma` (default
-    1e-3) floors both. Every member and non-member needs at least one IN and one OUT
-    reference; held-in and population rows (never trained on by a reference) get no
-    statistic (NaN; `scored_roles`: the metrics drop them, so no population threshold is
-    defined for this attack). Higher means "member"."""
+    Principles", IEEE S&P 2022 (LiRA, online variant, Algorithm 1); the reference-definition
+    test (tests/test_attack_references.py) follows tensorflow_privacy's `compute_score_lira`
+    (``option="both"``, ``median_or_mean="mean"``, whose score is this one negated). As in the
+    offline variant (`mlmia.attacks.lira_offline`, which says why the energy replaces the
+    paper's logit-scaled confidence) μ_in and μ_out are the means of the sample's IN and OUT
+    energies. Parameter `variance`: ``global`` (default; its ``fix_variance``: σ_in and
+    σ_out each the spread of every sample's energies around its own mean, over every scored
+    row of the attack table: the paper's choice when there are few reference models) or
+    ``per_sample`` (each sample's own standard deviations, ddof 0; at least two IN and two
+    OUT references each); `min_sigma` (default 1e-3) floors both. Every member and
+    non-member needs at least one IN and one OUT reference; held-in and population rows
+    (never trained on by a reference) get no statistic (NaN; `scored_roles`: the metrics
+    drop them, so no population threshold is defined for this attack). Higher means
+    "member"."""
 
     name = "lira_online"
     label = "LiRA (online)"

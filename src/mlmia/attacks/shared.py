@@ -76,10 +76,8 @@ def check_lira_params(attack: str, params: dict) -> tuple[str, float]:
     return variance, floor
 
 
-def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Each row's reference energies split by membership: (OUT lists, IN lists). A row with no
-    OUT reference (with `need_in`, no IN reference) is a UserError naming the sample."""
-    outs, ins = [], []
+def _reference_rows(table: pd.DataFrame, attack: str):
+    """Each row's (id, reference energies, IN flags), checked: as many flags as energies, finite energies."""
     for sid, energies, member in zip(
         row_ids(table), table["references_energy"].tolist(), table["references_in"].tolist()
     ):
@@ -89,6 +87,14 @@ def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[li
             raise UserError(f"attack {attack}: sample {sid}: references_energy and references_in differ in length")
         if not np.isfinite(energies).all():
             raise UserError(f"attack {attack}: sample {sid}: a reference energy is not a finite number")
+        yield sid, energies, member
+
+
+def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each row's reference energies split by membership: (OUT lists, IN lists). A row with no
+    OUT reference (with `need_in`, no IN reference) is a UserError naming the sample."""
+    outs, ins = [], []
+    for sid, energies, member in _reference_rows(table, attack):
         out, inside = energies[~member], energies[member]
         if out.size == 0:
             raise UserError(f"attack {attack}: sample {sid} has no OUT reference (every reference was trained on it)")
@@ -99,13 +105,32 @@ def reference_sides(table: pd.DataFrame, attack: str, need_in: bool) -> tuple[li
     return outs, ins
 
 
+def reference_matrix(table: pd.DataFrame, attack: str, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+    """(energies, IN flags), each rows x references: reference j is the j-th entry of every
+    row's lists (the experiment's reference order). Rows that list different numbers of
+    references are a UserError (`purpose` says what needs them aligned)."""
+    rows = list(_reference_rows(table, attack))
+    sizes = sorted({energies.size for _, energies, _ in rows})
+    if len(sizes) > 1:
+        raise UserError(
+            f"attack {attack}: rows list {sizes[0]} to {sizes[-1]} reference energies; {purpose} needs every row "
+            "to list the same reference models"
+        )
+    m = sizes[0] if sizes else 0
+    energies = np.array([e for _, e, _ in rows], dtype=float).reshape(len(rows), m)
+    inside = np.array([f for _, _, f in rows], dtype=bool).reshape(len(rows), m)
+    return energies, inside
+
+
 def gaussian_fit(
     groups: list[np.ndarray], variance: str, floor: float, attack: str, side: str, ids: list
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(μ, σ) per row of one side's reference energies: μ the row's mean; σ the row's sample
-    standard deviation (``per_sample``, at least two references needed) or the pooled
-    within-row standard deviation of all rows (``global``: sqrt(Σ_rows Σ (e − μ_row)² /
-    Σ_rows (n_row − 1))); σ at least `floor`."""
+    """(μ, σ) per row of one side's reference energies, as tensorflow_privacy's
+    `compute_score_lira` (``median_or_mean="mean"``) fits them: μ the row's mean; σ the row's
+    standard deviation (``per_sample``, numpy's default ddof 0; at least two references
+    needed) or the standard deviation of every row's energies around its own mean, all rows
+    together (``global``, its ``fix_variance``: sqrt(Σ_rows Σ (e − μ_row)² / Σ_rows n_row);
+    at least one row with two references); σ at least `floor`."""
     mu = np.array([g.mean() for g in groups], dtype=float)
     if variance == "per_sample":
         for sid, g in zip(ids, groups):
@@ -114,14 +139,14 @@ def gaussian_fit(
                     f"attack {attack}: sample {sid} has {g.size} {side} reference; variance per_sample needs "
                     "at least 2 (use variance: global)"
                 )
-        sigma = np.array([g.std(ddof=1) for g in groups], dtype=float)
+        sigma = np.array([g.std() for g in groups], dtype=float)
     else:
-        dof = sum(g.size - 1 for g in groups)
-        if dof == 0:
+        if not any(g.size > 1 for g in groups):
             raise UserError(
                 f"attack {attack}: no sample has two {side} references, so the global variance cannot be estimated "
                 "(it needs more reference models)"
             )
-        pooled = float(np.sqrt(sum(float(np.square(g - g.mean()).sum()) for g in groups) / dof))
+        residuals = sum(float(np.square(g - g.mean()).sum()) for g in groups)
+        pooled = float(np.sqrt(residuals / sum(g.size for g in groups)))
         sigma = np.full(len(groups), pooled)
     return mu, np.maximum(sigma, floor)

@@ -205,6 +205,22 @@ def _first_empty(values: list[str]) -> int | None:
     return None
 
 
+def declared_sources(spec: dict, role: str, length: str | None) -> set[str] | None:
+    """The sources whose samples of `role` (of bucket `length`; None: any) the dataset's files
+    declare, read from the spec alone; None where a file takes its role or source from a
+    column (then only reading the files would tell)."""
+    names = _role_names(spec)
+    out = set()
+    for entry in spec.get("files") or []:
+        if entry.get("role") is None or entry.get("source") is None:
+            return None
+        if names.get(entry["role"].strip(), entry["role"].strip()) != role:
+            continue
+        if length is None or entry.get("length") in (None, length):
+            out.add(entry["source"].strip())
+    return out
+
+
 def dataset_paths(spec: dict, root: str | Path | None = None) -> list[Path]:
     """The files of a dataset spec: relative paths taken from `root`, else the spec's own
     ``root`` key, else the working directory."""

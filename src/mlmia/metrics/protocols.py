@@ -49,10 +49,12 @@ LEVELS = ("sample", "patient")
 THRESHOLDS = ("population", "heldin_mean")
 METRIC_COLUMNS = [
     "metric", "attack", "threshold", "alpha", "fpr", "protocol", "level", "value", "ci_low", "ci_high",
-    "resolvable", "replicate", "role",
+    "resolvable", "replicate", "role", "parameter",
 ]  # fmt: skip
 #: how many samples and patients each role holds (rows `metric` n_samples / n_patients, by `role`)
 COUNT_METRICS = ("n_samples", "n_patients")
+#: a parameter an attack chose from the attack table (`Attack.tuned`): its name in `parameter`
+PARAMETER_METRIC = "parameter"
 #: the model roles whose columns the published protocol draws independently, in its order
 _PUBLISHED_DRAW_ORDER = ("target", "reference")
 log = get_logger(__name__)
@@ -266,7 +268,9 @@ def _rows(point: dict, protocol: str, level: str, intervals: dict | None = None,
     for (metric, attack, threshold, alpha, fpr), value in point.items():
         low, high = (intervals or {}).get((metric, attack, threshold, alpha, fpr), (np.nan, np.nan))
         ok = not (metric == "tpr_at_fpr" and np.isnan(value))
-        out.append((metric, attack, threshold, alpha, fpr, protocol, level, value, low, high, ok, replicate, None))
+        out.append(
+            (metric, attack, threshold, alpha, fpr, protocol, level, value, low, high, ok, replicate, None, None)
+        )
     return out
 
 
@@ -280,7 +284,8 @@ def attack_metrics(
 
     Rows with `replicate` NA are the estimates (with their interval under the corrected
     protocol); rows with a replicate number are the corrected protocol's bootstrap
-    replicates. `universe` maps each (role, source) to its patients in the whole sample
+    replicates; rows of metric ``parameter`` hold what an attack chose from the table
+    (`Attack.tuned`, e.g. RMIA's `a`), named in column `parameter`. `universe` maps each (role, source) to its patients in the whole sample
     table (`sample_universe`), so that every experiment on that table draws the same
     patients in the same replicate; without it, the table's own patients.
     """
@@ -308,6 +313,7 @@ def attack_metrics(
         out += _counts(table, protocol, settings.level)
         for units, chosen, rows, part_settings in parts:
             out += _protocol_rows(units, chosen, rows, part_settings, protocol, universe)
+        out += _tuned(attacks, protocol, settings.level)
     metrics = pd.DataFrame(out, columns=METRIC_COLUMNS)
     metrics["replicate"] = metrics["replicate"].astype("Int64")
     return metrics
@@ -326,6 +332,17 @@ def _protocol_rows(units: Units, attacks: list[Attack], rows, settings: MetricSe
     return out
 
 
+def _tuned(attacks: list[Attack], protocol: str, level: str) -> list[tuple]:
+    """The parameters each attack chose from the whole attack table (`Attack.tuned`), one row
+    each: chosen once, before any draw or bootstrap replicate, so the same under every protocol."""
+    return [
+        (PARAMETER_METRIC, attack.name, None, np.nan, np.nan, protocol, level, float(value), np.nan, np.nan, True,
+         None, None, parameter)
+        for attack in attacks
+        for parameter, value in attack.tuned.items()
+    ]  # fmt: skip
+
+
 def _counts(table: pd.DataFrame, protocol: str, level: str) -> list[tuple]:
     """Samples and patients per role (what every number of the experiment rests on)."""
     out = []
@@ -333,7 +350,7 @@ def _counts(table: pd.DataFrame, protocol: str, level: str) -> list[tuple]:
         part = table[table["role"] == role]
         for metric, n in (("n_samples", len(part)), ("n_patients", part["group_id"].nunique())):
             out.append(
-                (metric, None, None, np.nan, np.nan, protocol, level, float(n), np.nan, np.nan, True, None, role)
+                (metric, None, None, np.nan, np.nan, protocol, level, float(n), np.nan, np.nan, True, None, role, None)
             )
     return out
 

@@ -3,7 +3,9 @@
 A table spec names its columns (each an experiment at an alpha) and its rows (a metric of an
 attack, at a threshold or an FPR); a cell is the one metric that its row and column pin down
 together (`mlmia.study.study.Cell`). The published numbers come beside it from a
-paper-values mapping ``{column id: {cell key: value}}``.
+paper-values mapping ``{column id: {cell key: value}}``. Under the table, what its numbers
+rest on beyond the cells (`data_notes`): a parameter an attack chose from the data, and the
+population an attack compared each sample with.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.metrics.protocols import PARAMETER_METRIC
 from mlmia.report.markdown import markdown_table
 from mlmia.study.experiment import Experiment
 from mlmia.study.study import COUNT_METRICS, Cell
@@ -186,7 +190,54 @@ def notes(tidy: pd.DataFrame) -> list[str]:
     return out
 
 
-def render_markdown(tidy: pd.DataFrame, spec: dict) -> str:
+def _short(value: float) -> str:
+    """A parameter as the note prints it: 1.0, 0.3, 0.25."""
+    text = f"{value:.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def _per_column(values: list[tuple[str, str]]) -> str:
+    """The values: `x in every column`, or `x (A, B), y (C)`."""
+    if len({v for _, v in values}) == 1:
+        return f"{values[0][1]} in every column"
+    grouped: dict[str, list[str]] = {}
+    for header, value in values:
+        grouped.setdefault(value, []).append(header)
+    return ", ".join(f"{value} ({', '.join(headers)})" for value, headers in grouped.items())
+
+
+def data_notes(spec: dict, rows: list[dict], experiments: dict[str, Experiment], metrics: dict) -> list[str]:
+    """For each attack of the table's rows: the parameters it chose from the data in each
+    column (metric rows ``parameter``, `Attack.tuned`), e.g. "RMIA (offline): a = 1.0 (tuned
+    on the reference models)."; and where it compares each sample with the population
+    (`Attack.reads_population`), the source of each column's population samples."""
+    if spec.get("kind", "metrics") != "metrics":
+        return []
+    columns = [(c.get("header", c["id"]), c["experiment"]) for c in spec.get("columns", [])]
+    out = []
+    for name in dict.fromkeys(row["attack"] for row in rows if row.get("attack")):
+        attack = get_attack(name)
+        tuned: dict[str, list[tuple[str, str]]] = {}
+        for header, experiment in columns:
+            found = metrics[experiment]
+            if "parameter" not in found.columns:
+                continue
+            found = found[(found["metric"] == PARAMETER_METRIC) & (found["attack"] == name)]
+            for parameter, value in dict(zip(found["parameter"], found["value"])).items():
+                tuned.setdefault(parameter, []).append((header, _short(float(value))))
+        how = f" ({attack.tuning})" if attack.tuning else ""
+        for parameter, values in tuned.items():
+            if len({v for _, v in values}) == 1 and len(values) == len(columns):
+                out.append(f"{attack.label}: {parameter} = {values[0][1]}{how}.")
+            else:
+                out.append(f"{attack.label}: {parameter}{how}: {_per_column(values)}.")
+        if attack.reads_population:
+            sources = [(header, experiments[experiment].population) for header, experiment in columns]
+            out.append(f"{attack.label}: population samples from {_per_column(sources)}.")
+    return out
+
+
+def render_markdown(tidy: pd.DataFrame, spec: dict, extra: list[str] = ()) -> str:
     lines = [f"# {spec.get('title', tidy['table'].iloc[0])}", ""]
     if spec.get("caption"):
         lines += [spec["caption"].strip(), ""]
@@ -197,6 +248,8 @@ def render_markdown(tidy: pd.DataFrame, spec: dict) -> str:
         if spec.get("kind", "metrics") == "metrics":  # Table 7's cells come from no protocol
             lines += [f"## {protocol}: {PROTOCOL_NOTES.get(protocol, protocol)}", ""]
         lines += [markdown_table(["", *headers], [[label, *cells] for label, cells in body]), ""]
+    for note in extra:
+        lines += [note, ""]
     return "\n".join(lines)
 
 
@@ -209,14 +262,16 @@ def _latex_escape(text: str) -> str:
     return text
 
 
-def render_latex(tidy: pd.DataFrame, spec: dict) -> str:
+def render_latex(tidy: pd.DataFrame, spec: dict, extra: list[str] = ()) -> str:
     out = []
     for protocol in dict.fromkeys(tidy["protocol"]):
         headers, body = _grid(tidy, protocol)
         protocol_note = (
             [f"Protocol: {PROTOCOL_NOTES.get(protocol, protocol)}."] if spec.get("kind", "metrics") == "metrics" else []
         )
-        caption = " ".join([f"{spec.get('title', '')}.", spec.get("caption", "").strip(), *protocol_note, *notes(tidy)])
+        caption = " ".join(
+            [f"{spec.get('title', '')}.", spec.get("caption", "").strip(), *protocol_note, *notes(tidy), *extra]
+        )
         out += [
             r"\begin{table}[t]",
             r"\centering\small",
@@ -268,4 +323,5 @@ def render_table(
     if spec.get("kind") == "static":
         return render_static(table_id, spec)
     tidy = tidy_table(table_id, spec, rows, experiments, metrics, paper_values, protocols)
-    return tidy, render_markdown(tidy, spec), render_latex(tidy, spec)
+    extra = data_notes(spec, rows, experiments, metrics)
+    return tidy, render_markdown(tidy, spec, extra), render_latex(tidy, spec, extra)

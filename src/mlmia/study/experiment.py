@@ -16,7 +16,9 @@ NEIGHBOUR_SET = "~neighbours"
 class Experiment:
     """A target (and a reference) scored on one sample table, members against the
     non-members of one source, thresholds from the population of another, on one length
-    bucket (None: all), one energy kind, at sample or patient level."""
+    bucket (None: all), one energy kind, at sample or patient level. A spec may list
+    population sources in order of preference; the study chooses one before it builds the
+    experiment (`mlmia.study.study.Study`), so `population` is always one source."""
 
     name: str
     dataset: str

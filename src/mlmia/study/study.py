@@ -17,7 +17,7 @@ from pathlib import Path
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.data.datasets import count_rows, dataset_paths
+from mlmia.data.datasets import count_rows, dataset_paths, declared_sources
 from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.scoring.settings import ScoringSettings
@@ -148,9 +148,32 @@ class Study:
 
     def _experiments(self, spec: dict) -> dict[str, Experiment]:
         try:
-            return {name: Experiment.from_config(name, dict(entry)) for name, entry in spec["experiments"].items()}
+            return {
+                name: Experiment.from_config(name, self._population_chosen(dict(entry)))
+                for name, entry in spec["experiments"].items()
+            }
         except UserError as exc:
             raise UserError(f"{self.spec_name}: {exc}") from None
+
+    def _population_chosen(self, entry: dict) -> dict:
+        """An experiment whose `population` lists sources takes the first one its sample table
+        has population samples of in its length bucket, as far as the config says (the
+        embedded world's counts, a dataset's files); where it cannot tell, the first."""
+        candidates = entry.get("population")
+        if not isinstance(candidates, list):
+            return entry
+        dataset, length = entry.get("dataset"), entry.get("length")
+        if dataset in WORLD_SETS and "corpus" in self.config:
+            from mlmia.world.samples import sources_with
+
+            samples = self.config["samples"]
+            available = sources_with(samples["counts"], "population", length, samples["lengths"])
+        elif dataset in self.config.get("datasets", {}):
+            available = declared_sources(self.config["datasets"][dataset], "population", length)
+        else:
+            available = None
+        found = [source for source in candidates if available is None or source in available]
+        return {**entry, "population": (found or candidates)[0]}
 
     def _tables(self, spec: dict) -> dict[str, dict]:
         tables = spec.get("tables", {})
@@ -407,12 +430,14 @@ class Study:
 
     def required_roles(self, name: str) -> list[str]:
         """The roles experiment `name` needs samples of: members and non-members always; the
-        population for a population threshold (corrected protocol), Table 7 or a histogram
-        that draws one; held-in members for the loss baseline's mu threshold."""
+        population for a population threshold (corrected protocol), Table 7, a histogram
+        that draws one or an attack that compares with it (RMIA); held-in members for the
+        loss baseline's mu threshold."""
         settings = self.metric_settings(name)
         roles = ["member", "nonmember"]
         population = "population" in settings["thresholds"] and "corrected" in settings["protocols"]
         population |= name in self.exposure_experiments()
+        population |= any(get_attack(attack).reads_population for attack in self.experiment_attacks(name))
         population |= any(
             f.get("kind") == "histogram" and f["experiment"] == name and f["protocol"] == "corrected"
             for f in self.figures.values()

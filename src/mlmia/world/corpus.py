@@ -13,7 +13,8 @@ Sources (each a "register" of the same clinical world, so the same vocabulary in
 
 - `mimic`: discharge-summary style (MIMIC-III habits: `Sig: One (1) Tablet PO BID`, lab strings
   such as `WBC-11.2`, `# diagnosis:` problem lines, terse exam lines). Its patients are the
-  target's members (`member`, `member_heldin`) and the held-out non-members.
+  target's members (`member`, `member_heldin`), the held-out non-members and a `population`
+  of its own (drawn after everything else, so that adding it changes no other row).
 - `i2b2`: a shifted source (Partners habits: upper-case section headers, `p.o. b.i.d.`,
   MM/DD/YYYY dates, spelled-out vitals): a second non-member set and the `population`.
 - `domain`: the stand-in for PubMed: disjoint patients written up in case-report / abstract style,
@@ -54,7 +55,7 @@ SOURCES = ("mimic", "i2b2")
 CORPUS_DEFAULTS: dict = {
     "seed": 0,
     "sentences_per_patient": 4,
-    "mimic": {"member_patients": 220, "heldin_patients": 60, "nonmember_patients": 130},
+    "mimic": {"member_patients": 220, "heldin_patients": 60, "nonmember_patients": 130, "population_patients": 90},
     "i2b2": {"nonmember_patients": 130, "population_patients": 70, "shift": 0.15},
     "domain": {"patients": 300, "abstract_sentences": 100, "note_share": 0.95},
     "general": {"sentences": 1200, "medical_share": 0.6, "note_share": 0.4},
@@ -978,6 +979,9 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
       nonmember|population), variant (plain|named), name, kind (the template). The `named`
       rows are the Base-b member texts (the patient's name prepended, as trained); an
       experiment on Base-b takes its members from them and its non-members from the plain rows.
+      The MIMIC population's rows come last, drawn after every other draw and kept only where
+      their text is new to the world: every other row of every table is what it is without
+      them (`mimic.population_patients: 0`).
     - `target`: the target's training text (all sentences of member and member_heldin patients).
     - `target_named`: the same, each sentence prefixed with the patient's surrogate name (Base-b).
     - `domain`: the domain reference's training text (disjoint patients, other register).
@@ -994,7 +998,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     shift = float(cfg["i2b2"]["shift"])
     mixes = {"mimic": None, "i2b2": {"i2b2": shift, "i2b2-habits": 1.0 - shift}}
 
-    def add_patients(source: str, role: str, count: int, rng: random.Random, start: int) -> int:
+    def add_patients(source: str, role: str, count: int, rng: random.Random, start: int, rows: list = rows) -> int:
         for i in range(count):
             pid = f"{source}-{start + i:05d}"
             p = make_patient(rng, lex, pid, source)
@@ -1019,7 +1023,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     rng_m = random.Random(f"mimic:{seed}")
     nxt = add_patients("mimic", "member", cfg["mimic"]["member_patients"], rng_m, 0)
     nxt = add_patients("mimic", "member_heldin", cfg["mimic"]["heldin_patients"], rng_m, nxt)
-    add_patients("mimic", "nonmember", cfg["mimic"]["nonmember_patients"], rng_m, nxt)
+    next_mimic = add_patients("mimic", "nonmember", cfg["mimic"]["nonmember_patients"], rng_m, nxt)
     rng_i = random.Random(f"i2b2:{seed}")
     nxt = add_patients("i2b2", "nonmember", cfg["i2b2"]["nonmember_patients"], rng_i, 0)
     add_patients("i2b2", "population", cfg["i2b2"]["population_patients"], rng_i, nxt)
@@ -1033,6 +1037,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     named_all = samples.loc[trained].copy()
     named_all["text"] = named_all["name"] + " " + named_all["text"]
     target_named = named_all[["sample_id", "group_id", "text"]].reset_index(drop=True)
+    all_texts = samples["text"].tolist()
     counts = samples["text"].map(samples["text"].value_counts())
     unique = (counts == 1) & ~samples["text"].isin(set(target_named["text"]))
     log.info("%d of %d sentences are unique in the world and become samples", int(unique.sum()), len(samples))
@@ -1094,6 +1099,17 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     if leak:
         domain = domain.loc[~domain["text"].isin(leak)].reset_index(drop=True)
         general = general.loc[~general["text"].isin(leak)].reset_index(drop=True)
+
+    # the MIMIC population: its stream continues where the MIMIC non-members ended (no other
+    # draw reads it), its rows come after every other row, and a sentence that any table
+    # already holds (or that repeats) is dropped here rather than removing the other one
+    population_rows: list[dict] = []
+    add_patients("mimic", "population", cfg["mimic"]["population_patients"], rng_m, next_mimic, population_rows)
+    extra = pd.DataFrame(population_rows, columns=samples.columns)
+    known = set(all_texts) | set(target_named["text"]) | set(domain["text"]) | set(general["text"])
+    extra = extra[(extra["text"].map(extra["text"].value_counts()) == 1) & ~extra["text"].isin(known)]
+    if len(extra):
+        samples = pd.concat([samples, extra], ignore_index=True)
 
     log.info(
         "world: %d samples (%s), target %d sentences, domain %d, general %d",

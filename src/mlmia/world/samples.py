@@ -27,8 +27,17 @@ def sample_count(counts: dict, lengths: list[str]) -> int:
     return sum(count_for(n, length) for by_source in counts.values() for n in by_source.values() for length in lengths)
 
 
+def sources_with(counts: dict, role: str, length: str | None, lengths: list[str]) -> set[str]:
+    """The sources `counts` selects samples of `role` from, in bucket `length` (None: any of `lengths`)."""
+    buckets = lengths if length is None else [length]
+    return {source for source, n in (counts.get(role) or {}).items() if any(count_for(n, b) > 0 for b in buckets)}
+
+
 def select_samples(world: pd.DataFrame, tokenizer, counts: dict, lengths: list[str], seed: int) -> pd.DataFrame:
-    """Pick `counts[role][source]` plain samples per length bucket, seeded, in a stable order."""
+    """Pick `counts[role][source]` plain samples per length bucket, seeded, in a stable order.
+
+    One generator draws every (role, source, length) in the order of `counts`: a source
+    added at the end (the configs' MIMIC population) leaves every earlier draw as it was."""
     plain = world[world["variant"] == "plain"].copy()
     plain["n_tokens"] = content_tokens(tokenizer, plain["text"])
     plain["length"] = [length_bucket(n) for n in plain["n_tokens"]]
