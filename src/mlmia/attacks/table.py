@@ -45,9 +45,10 @@ def sample_feature(name: str):
 
 @sample_feature("zlib_bytes")
 def zlib_bytes(selected: pd.DataFrame, settings: dict) -> np.ndarray:
-    """The zlib-compressed length of each text in bytes (level 9, UTF-8): the zlib entropy of
-    Carlini et al., "Extracting training data from large language models", USENIX Security 2021."""
-    return np.array([len(zlib.compress(str(text).encode("utf-8"), 9)) for text in selected["text"]], dtype=float)
+    """The zlib-compressed length of each text in bytes (zlib's default level, UTF-8): the zlib
+    entropy of Carlini et al., "Extracting training data from large language models", USENIX
+    Security 2021, as their code and MIMIR's compute it."""
+    return np.array([len(zlib.compress(str(text).encode("utf-8"))) for text in selected["text"]], dtype=float)
 
 
 def select_samples(
