@@ -137,8 +137,9 @@ def mattern_swaps(model, tokenizer, text: str, sample_id: str, seed: int, candid
         embeds = model.get_input_embeddings()(ids).detach().clone()
         kept = np.random.default_rng([seed, key, k, 7]).random(embeds.shape[-1]) >= p
         embeds[0, position] = embeds[0, position] * torch.tensor(kept, dtype=torch.float32) / (1 - p)
-        with torch.no_grad():
-            probs = torch.softmax(model(inputs_embeds=embeds).logits[0, position].double(), dim=-1).numpy()
+        with torch.no_grad():  # no dropout: the plain forward on the token ids
+            logits = model(inputs_embeds=embeds).logits if p else model(input_ids=ids).logits
+            probs = torch.softmax(logits[0, position].double(), dim=-1).numpy()
         original = int(ids[0, position])
         left = 1.0 - probs[original]
         score = probs / (left if left > 0 else 0.1)
@@ -169,6 +170,17 @@ def test_neighbours_are_mattern_et_al_best_single_swaps(wordpiece, dropout, one_
         assert plain != top
         other_seed, _ = mattern_swaps(model, tokenizer, text, "note0", seed=4, candidates=3, p=dropout)
         assert other_seed != top
+
+
+@pytest.mark.parametrize("fixture", ["tiny_roberta", "tiny_distilbert"])
+def test_other_architectures_read_the_text_through_their_embeddings(request, fixture, one_torch_thread):
+    # no dropout: the model reads the word embeddings as it reads the token ids (RoBERTa's
+    # positions counted from padding_idx + 1, DistilBERT's embeddings without token types)
+    model, tokenizer = request.getfixturevalue(fixture)
+    text = "patient admitted with chest pain and fever"
+    top, _ = mattern_swaps(model, tokenizer, text, "note0", seed=0, candidates=2, p=0.0)
+    out = neighbour_samples(model, tokenizer, samples([text, "no cough"]), n=6, seed=0, candidates=2, dropout=0.0)
+    assert [swap_of(tokenizer, text, t) for t in out.text[:6]] == top[:6]
 
 
 def test_a_short_text_takes_further_candidates_in_score_order(wordpiece, one_torch_thread, caplog):
