@@ -57,16 +57,23 @@ def scores_path(dataset, model, energy):
 
 
 def attack_inputs(wildcards):
-    """The sample table, the score tables the attacks read ("<role>__<energy kind>") and,
-    with reference models, their training splits."""
+    """The sample table, the score tables the attacks read ("<role>__<energy kind>"), with
+    reference models their training splits, and with neighbour scores the neighbour table
+    (which sample each neighbour belongs to)."""
     experiment = STUDY.experiments[wildcards.experiment]
     needed = STUDY.score_inputs(experiment.name)
     splits = (
         {"splits": result("references/splits.parquet")} if experiment.references else {}
     )
+    neighbours = (
+        {"neighbour_samples": samples_path(experiment.neighbour_set)}
+        if any(key.startswith("neighbours__") for key in needed)
+        else {}
+    )
     return (
         {"samples": samples_path(experiment.dataset)}
         | splits
+        | neighbours
         | {key: scores_path(*where) for key, where in needed.items()}
     )
 

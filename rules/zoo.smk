@@ -42,8 +42,10 @@ rule make_neighbours:
     threads: config["scoring"]["threads"]
     params:
         model=lambda wildcards: STUDY.model_dir(config["neighbours"]["model"]),
-        neighbours=lambda wildcards: config["neighbours"]["count"],
-        seed=lambda wildcards: config["neighbours"]["seed"],
+        settings=lambda wildcards: {
+            key: config["neighbours"][key]
+            for key in ("count", "candidates", "dropout", "seed")
+        },
         code=library_code("make_neighbours.py"),
     script:
         "../workflow/scripts/make_neighbours.py"

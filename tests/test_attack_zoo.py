@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from mlmia.attacks import attack_names, get_attack
 from mlmia.attacks.base import Attack
@@ -141,12 +142,12 @@ def test_min_k_by_hand():
             list(-np.arange(1.0, 31.0)),  # n 30: -1, ..., -30
         ]
     )
-    # k 0.2: m = ceil(0.2 n) = 1, 2, 1 (0.4 -> 1), 6
+    # k 0.2: m = floor(0.2 n), at least 1 = 1, 2, 1 (0.4 -> 0 -> 1), 6
     #   row 0: -5 -> 5; row 1: (-4 - 2) / 2 = -3 -> 3; row 2: -0.75 -> 0.75; row 3: mean(-25..-30) = -27.5 -> 27.5
     np.testing.assert_allclose(get_attack("min_k").statistic(t), [5.0, 3.0, 0.75, 27.5])
-    # k 0.5: m = 3 (2.5 -> 3), 5, 1, 15
-    #   row 0: (-5 - 4 - 3) / 3 = -4; row 1: (-4 - 2 - 1 - 0.7 - 0.6) / 5 = -1.66; row 3: mean(-16..-30) = -23
-    np.testing.assert_allclose(get_attack("min_k", {"k": 0.5}).statistic(t), [4.0, 1.66, 0.75, 23.0])
+    # k 0.5: m = 2 (2.5 -> 2), 5, 1, 15
+    #   row 0: (-5 - 4) / 2 = -4.5; row 1: (-4 - 2 - 1 - 0.7 - 0.6) / 5 = -1.66; row 3: mean(-16..-30) = -23
+    np.testing.assert_allclose(get_attack("min_k", {"k": 0.5}).statistic(t), [4.5, 1.66, 0.75, 23.0])
     # k 0.1 on 30 tokens is 3 tokens (0.1 * 30 = 3.0000000000000004 in floating point): mean(-28, -29, -30)
     assert get_attack("min_k", {"k": 0.1}).statistic(t)[3] == pytest.approx(29.0)
     # k 1: the plain mean; row 1: -9.8 / 10
@@ -169,8 +170,10 @@ def test_min_k_plus_plus_by_hand():
     )
     # k 0.2: m = 1, 1, 1 -> -min z: 4, 0, 0
     np.testing.assert_allclose(get_attack("min_k_plus_plus").statistic(t), [4.0, 0.0, 0.0], atol=1e-15)
-    # k 0.5: m = 2 (1.5 -> 2), 1, 1 -> row 0: -(-4 + 0) / 2 = 2
-    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 0.5}).statistic(t), [2.0, 0.0, 0.0], atol=1e-15)
+    # k 0.5: m = 1 (1.5 -> 1), 1, 1 (0.5 -> 0 -> 1) -> row 0: 4
+    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 0.5}).statistic(t), [4.0, 0.0, 0.0], atol=1e-15)
+    # k 0.7: m = 2 (2.1 -> 2) -> row 0: -(-4 + 0) / 2 = 2
+    assert get_attack("min_k_plus_plus", {"k": 0.7}).statistic(t)[0] == pytest.approx(2.0)
     # k 1: row 0: -(0.5 + 0 - 4) / 3 = 3.5 / 3; row 1: -(0 + 0.5) / 2 = -0.25
     np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 1.0}).statistic(t)[:2], [3.5 / 3, -0.25])
     one_line_error(
@@ -178,6 +181,152 @@ def test_min_k_plus_plus_by_hand():
         t.assign(target_token_var=[[4.0, 1.0], [0.0, 16.0], [0.0]]),
         "sample s0: .*length",
     )
+
+
+# ------------------------------------------------------------------ the reference definitions
+# Each attack with a public reference implementation against that definition, written here in
+# plain numpy from the paper and from MIMIR's code (iamgroot42/mimir, mimir/attacks/<attack>.py,
+# as each attack's docstring names it), on fixed arrays, never through mlmia's helpers; the
+# attack must give the same numbers to 1e-9. MIMIR scores a causal LM, each token from its left
+# context; here a sample's tokens are the masked positions of K patterns of l tokens (the
+# scorer's token_* lists, pattern by pattern) and its loss the energy: the mean over patterns
+# of each pattern's mean cross-entropy.
+
+REF_PATTERNS, REF_MASKED = 3, [2, 2, 3, 5, 7, 9]  # n = K l = 6, 6, 9, 15, 21, 27 tokens
+REF_VOCAB, REF_NEIGHBOURS = 50, 5
+WORDS = (
+    "patient admitted with chest pain and shortness of breath history hypertension diabetes denies fever cough nausea"
+)
+# zlib's default level (MIMIR's, Carlini et al.'s) and level 9 compress this text to 280 and 279 bytes
+ZLIB_LEVELS_DIFFER = " ".join(np.random.default_rng(509).choice(WORDS.split(), 150))
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def mimir_loss(logp) -> float:
+    """MIMIR's ``Model.get_ll``: minus the mean log-probability of the text's tokens."""
+    return float(-np.mean(logp))
+
+
+def scorer_energy(logp) -> float:
+    """The energy as the scorer computes it from the same tokens: pattern by pattern."""
+    return float(np.mean(-np.asarray(logp).reshape(REF_PATTERNS, -1).mean(axis=1)))
+
+
+@pytest.fixture(scope="module")
+def reference_case():
+    """Fixed distributions: per sample, the target's and the reference's logits at each masked
+    position (n x V), the true tokens, and the neighbours' token log-probabilities."""
+    rng = np.random.default_rng(20230523)
+    texts = ["pt admitted w/ chest pain", "denies fever", "bp 120/80 hr 72 nsr", "aspirin 81 mg daily",
+             "follow up in clinic in two weeks", ZLIB_LEVELS_DIFFER]  # fmt: skip
+    cases = []
+    for masked in REF_MASKED:
+        n = REF_PATTERNS * masked
+        true = rng.integers(0, REF_VOCAB, n)
+        target, reference = (log_softmax(rng.normal(0.0, 3.0, (n, REF_VOCAB))) for _ in range(2))
+        neighbours = [-rng.exponential(1.5, n) for _ in range(REF_NEIGHBOURS)]
+        cases.append({"true": true, "target": target, "reference": reference, "neighbours": neighbours})
+    # the attack table: the columns the scorer and the table builder would give these samples
+    rows = np.arange(len(cases))
+    logp = [c["target"][np.arange(len(c["true"])), c["true"]] for c in cases]
+    ref_logp = [c["reference"][np.arange(len(c["true"])), c["true"]] for c in cases]
+    mu = [(np.exp(c["target"]) * c["target"]).sum(-1) for c in cases]
+    second = [(np.exp(c["target"]) * c["target"] ** 2).sum(-1) for c in cases]
+    t = table(
+        text=texts,
+        target_energy=[scorer_energy(x) for x in logp],
+        reference_energy=[scorer_energy(x) for x in ref_logp],
+        target_token_logp=[list(x) for x in logp],
+        target_token_mean=[list(x) for x in mu],
+        target_token_var=[list(s - m**2) for s, m in zip(second, mu)],
+        neighbours_energy=[[scorer_energy(x) for x in c["neighbours"]] for c in cases],
+    )
+    t["sample_zlib_bytes"] = SAMPLE_FEATURES["zlib_bytes"](t, {})
+    assert len(rows) == len(texts)
+    return cases, t
+
+
+def close(ours, theirs):
+    np.testing.assert_allclose(np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float), rtol=0, atol=1e-9)
+
+
+def test_loss_is_mimirs_loss(reference_case):
+    cases, t = reference_case
+    logp = [c["target"][np.arange(len(c["true"])), c["true"]] for c in cases]
+    close(get_attack("loss").statistic(t), [mimir_loss(x) for x in logp])
+
+
+def test_likelihood_ratio_is_mimirs_reference_attack(reference_case):
+    cases, t = reference_case
+    idx = [np.arange(len(c["true"])) for c in cases]
+    theirs = [  # mimir/attacks/reference.py: ref_loss - loss, higher = member
+        mimir_loss(c["reference"][i, c["true"]]) - mimir_loss(c["target"][i, c["true"]]) for c, i in zip(cases, idx)
+    ]
+    attack = get_attack("likelihood_ratio")
+    close(attack.member_score(t), theirs)
+    close(attack.statistic(t), -np.asarray(theirs))
+
+
+def test_zlib_is_mimirs_zlib_attack(reference_case):
+    import zlib
+
+    cases, t = reference_case
+    assert len(zlib.compress(ZLIB_LEVELS_DIFFER.encode("utf-8"), 9)) != len(zlib.compress(ZLIB_LEVELS_DIFFER.encode()))
+    theirs = [  # mimir/attacks/zlib.py: loss / len(zlib.compress(bytes(document, "utf-8")))
+        mimir_loss(c["target"][np.arange(len(c["true"])), c["true"]]) / len(zlib.compress(bytes(text, "utf-8")))
+        for c, text in zip(cases, t["text"])
+    ]
+    close(get_attack("zlib").statistic(t), theirs)
+
+
+@pytest.mark.parametrize("k", [0.2, 0.35, 0.5])
+def test_min_k_is_mimirs_min_k(reference_case, k):
+    cases, t = reference_case
+    theirs = []
+    for c in cases:  # mimir/attacks/min_k.py, window 1, stride 1
+        probs = list(c["target"][np.arange(len(c["true"])), c["true"]])
+        theirs.append(-np.mean(sorted(probs)[: int(len(probs) * k)]))
+    assert any(int(k * n) != math.ceil(k * n) for n in (REF_PATTERNS * m for m in REF_MASKED))  # rounding shows
+    close(get_attack("min_k", {"k": k}).statistic(t), theirs)
+
+
+@pytest.mark.parametrize("k", [0.2, 0.35, 0.5])
+def test_min_k_plus_plus_is_mimirs_min_k_plus_plus(reference_case, k):
+    cases, t = reference_case
+    theirs = []
+    for c in cases:  # mimir/attacks/min_k_plus_plus.py, from the full distribution at each position
+        log_prob = c["target"]
+        prob = np.exp(log_prob)
+        mu = (prob * log_prob).sum(-1)
+        sigma = (prob * np.square(log_prob)).sum(-1) - np.square(mu)
+        scores = (log_prob[np.arange(len(c["true"])), c["true"]] - mu) / np.sqrt(sigma)
+        theirs.append(-np.mean(sorted(scores)[: int(len(scores) * k)]))
+    close(get_attack("min_k_plus_plus", {"k": k}).statistic(t), theirs)
+
+
+def test_the_scorers_token_evidence_is_min_k_plus_plus_mu_and_sigma(reference_case):
+    # the scorer's fp32 evidence (mlmia.scoring.energy) on the same distributions: MIMIR's mu and sigma^2
+    from mlmia.scoring.energy import _evidence
+
+    cases, t = reference_case
+    for c, mean, var in zip(cases, t["target_token_mean"], t["target_token_var"]):
+        logp, mu, variance, _ = _evidence(torch.tensor(c["target"], dtype=torch.float32), torch.tensor(c["true"]))
+        np.testing.assert_allclose(mu.numpy(), mean, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(variance.numpy(), var, rtol=1e-4, atol=1e-4)
+
+
+def test_neighbourhood_is_mimirs_neighbourhood_attack(reference_case):
+    cases, t = reference_case
+    theirs = [  # mimir/attacks/neighborhood.py: loss - mean of the neighbours' losses
+        mimir_loss(c["target"][np.arange(len(c["true"])), c["true"]])
+        - np.mean([mimir_loss(x) for x in c["neighbours"]])
+        for c in cases
+    ]
+    close(get_attack("neighbourhood").statistic(t), theirs)
 
 
 # ------------------------------------------------------------------ LiRA

@@ -419,6 +419,30 @@ def test_masks_identical_across_models_batches_and_shards(monkeypatch, bert, ber
         assert len(calls) == 2 and calls[0] == calls[1], sid
 
 
+def test_masks_are_keyed_on_mask_id_where_the_table_has_one(bert):
+    model, tok = bert
+    words = ["patient", "admitted", "with", "chest", "pain", "and", "fever", "no", "cough", "daily"]
+    swapped = ["patient", "admitted", "with", "chest", "pain", "and", "nausea", "no", "cough", "daily"]
+    plain = pd.DataFrame({"sample_id": ["abc-7", "abc-7~n0"], "text": [" ".join(words), " ".join(swapped)]})
+    for score in (score_samples, score_samples_oracle):
+        before = score(model, tok, plain, k=4, seed=11)
+        # no mask_id, an empty one or the sample's own id: the scores are exactly those of the plain table
+        for mask_id in ([None, None], ["abc-7", "abc-7~n0"]):
+            again = score(model, tok, plain.assign(mask_id=mask_id), k=4, seed=11)
+            pd.testing.assert_frame_equal(again, before, check_exact=True)
+        # the neighbour keyed on its sample's id: its sample's patterns, by hand
+        keyed = score(model, tok, plain.assign(mask_id=["abc-7", "abc-7"]), k=4, seed=11)
+        pd.testing.assert_frame_equal(keyed.iloc[[0]], before.iloc[[0]], check_exact=True)
+        pats = mask_patterns(11, "abc-7", 10, 4)  # l = 2, C(10, 2) = 45 > 4: sampled
+        assert not np.array_equal(pats, mask_patterns(11, "abc-7~n0", 10, 4))
+        ids = _hand_ids(swapped)
+        by_hand = [np.mean(_hand_pattern_ce(model, ids, [int(p) + 1 for p in pat])) for pat in pats]
+        np.testing.assert_allclose(keyed.per_pattern[1], by_hand, atol=ATOL)
+        assert not np.allclose(before.per_pattern[1], by_hand, atol=1e-3)  # its own id draws other patterns
+    with pytest.raises(UserError, match="sample 'abc-7~n0' has an empty mask_id"):
+        score_samples(model, tok, plain.assign(mask_id=["abc-7", ""]), k=4, seed=11)
+
+
 def test_fewer_patterns_are_a_prefix(bert, samples):
     model, tok = bert
     k10 = score_samples(model, tok, samples, k=10, seed=4)

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from mlmia.attacks.table import build_attack_table, group_score_inputs
+from mlmia.attacks.table import NEIGHBOUR_OF, build_attack_table, group_score_inputs
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
 
@@ -9,6 +9,7 @@ def main(snakemake):
     experiment, columns = snakemake.params.experiment, snakemake.params.columns
     scores = group_score_inputs({key: path for key, path in snakemake.input.items() if "__" in key})
     splits = snakemake.input.get("splits")
+    neighbours = snakemake.input.get("neighbour_samples")
     table = build_attack_table(
         pd.read_parquet(snakemake.input.samples),
         scores,
@@ -16,6 +17,7 @@ def main(snakemake):
         columns,
         energy=experiment.energy,
         splits=pd.read_parquet(splits) if splits else None,
+        neighbours=pd.read_parquet(neighbours, columns=["sample_id", NEIGHBOUR_OF]) if neighbours else None,
         settings=snakemake.params.settings,
         where=f"experiment {experiment.name!r}",
         **experiment.selection(),

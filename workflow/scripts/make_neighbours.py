@@ -10,7 +10,17 @@ def main(snakemake):
     params = snakemake.params
     model, tokenizer = load_mlm(params.model, "auto")
     samples = pd.read_parquet(snakemake.input.samples)
-    write_parquet(neighbour_samples(model, tokenizer, samples, params.neighbours, params.seed), snakemake.output[0])
+    settings = params.settings
+    neighbours = neighbour_samples(
+        model,
+        tokenizer,
+        samples,
+        n=settings["count"],
+        seed=settings["seed"],
+        candidates=settings["candidates"],
+        dropout=settings["dropout"],
+    )
+    write_parquet(neighbours, snakemake.output[0])
 
 
 run_step(snakemake, main)

@@ -13,7 +13,11 @@ class LikelihoodRatio(Attack):
 
     Masked language models as energy-based models: the log partition functions cancel to a
     constant, so L is the log-likelihood ratio up to a constant (Mireshghallah et al. 2022,
-    Eq. 1 and Section 3). L(s) <= t means "member"."""
+    Eq. 1 and Section 3). L(s) <= t means "member". Its test (`tests/test_attack_zoo.py`,
+    reference definitions) follows MIMIR's reference-model attack (iamgroot42/mimir,
+    ``mimir/attacks/reference.py``: the reference's loss minus the target's, higher meaning
+    "member", i.e. -L, our `member_score`); the losses here are the masked energies (see
+    `mlmia.attacks.loss`)."""
 
     name = "likelihood_ratio"
     label = "(B) likelihood ratio"

@@ -12,7 +12,12 @@ class Loss(Attack):
     """E(s; θ): a member was trained on, so the target's energy of it is low.
 
     Mireshghallah et al. 2022, Section 3 baseline (A); Yeom et al., "Privacy risk in machine
-    learning", CSF 2018."""
+    learning", CSF 2018. Its test (`tests/test_attack_zoo.py`, reference definitions) follows
+    MIMIR's LOSS attack (iamgroot42/mimir, ``mimir/attacks/loss.py``: the mean negative
+    log-likelihood of the text's tokens). For a masked language model the tokens are the
+    masked positions, each predicted from the unmasked rest of the text rather than from a left
+    context: the energy, the mean over K masking patterns of the mean cross-entropy of a
+    pattern's l masked tokens, which is the mean over all K l of them."""
 
     name = "loss"
     label = "(A) loss"

@@ -10,7 +10,7 @@ from mlmia.attacks.shared import check_fraction, lowest_mean, token_lists
 
 
 class MinK(Attack):
-    """−(1/m) Σ of the m = ceil(k n) lowest log p(x_t | context) over a sample's n scored tokens.
+    """−(1/m) Σ of the m = ⌊k n⌋ (at least 1) lowest log p(x_t | context) over a sample's n scored tokens.
 
     Shi, Ajith, Xia, Huang, Liu, Blevins, Chen and Zettlemoyer, "Detecting Pretraining Data
     from Large Language Models", ICLR 2024 (Min-K% Prob): a text seen in training has few
@@ -19,8 +19,12 @@ class MinK(Attack):
     masked positions, over all the sample's masking patterns (`target_token_logp`: one entry
     per masked position of each pattern, so a position masked in two patterns counts twice),
     each predicted from the unmasked rest of the text rather than from a left context.
-    Parameter `k` (a fraction, default 0.2, the paper's usual choice); at least one token.
-    The statistic is minus the mean, so that, like an energy, lower means "member"."""
+    Parameter `k` (a fraction, default 0.2, the paper's usual choice); m is k n rounded down as
+    the authors' code and MIMIR's round it (`mlmia.attacks.shared.n_lowest`), but at least one
+    token. The statistic is minus the mean, so that, like an energy, lower means "member". Its
+    test (`tests/test_attack_zoo.py`, reference definitions) follows MIMIR's Min-K% Prob
+    attack (iamgroot42/mimir, ``mimir/attacks/min_k.py``, window 1 and stride 1: minus the
+    mean of ``sorted(log_probs)[: int(len(log_probs) * k)]``)."""
 
     name = "min_k"
     label = "Min-K%"

@@ -14,7 +14,7 @@ SIGMA_ZERO = 1e-12
 
 
 class MinKPlusPlus(Attack):
-    """−(1/m) Σ of the m = ceil(k n) lowest z_t = (log p(x_t) − μ_t) / σ_t over a sample's n
+    """−(1/m) Σ of the m = ⌊k n⌋ (at least 1) lowest z_t = (log p(x_t) − μ_t) / σ_t over a sample's n
     scored tokens, with μ_t = E_{v∼p_t}[log p_t(v)] and σ_t² = Var_{v∼p_t}[log p_t(v)] the mean
     and variance of the log-probability under the model's own distribution p_t at that
     position.
@@ -29,8 +29,13 @@ class MinKPlusPlus(Attack):
     (`target_token_logp`, `target_token_mean`, `target_token_var`: one entry each per masked
     position of each pattern). Where σ_t = 0 (at most `SIGMA_ZERO`) the distribution is a point
     mass and the true token's log-probability can only be its mean: z_t = 0 there (no
-    evidence either way). Parameter `k` (a fraction, default 0.2); at least one token. The
-    statistic is minus the mean, so that, like an energy, lower means "member"."""
+    evidence either way; their code divides by zero there). Parameter `k` (a fraction, default
+    0.2); m rounded down and at least one token, as for Min-K% (`mlmia.attacks.min_k`). The
+    statistic is minus the mean, so that, like an energy, lower means "member". Its test
+    (`tests/test_attack_zoo.py`, reference definitions) follows MIMIR's Min-K%++ attack
+    (iamgroot42/mimir, ``mimir/attacks/min_k_plus_plus.py``, after the authors'
+    zjysteven/mink-plus-plus: μ = Σ p log p and σ² = Σ p (log p)² − μ² over the vocabulary,
+    minus the mean of ``sorted(z)[: int(len(z) * k)]``)."""
 
     name = "min_k_plus_plus"
     label = "Min-K%++"

@@ -18,10 +18,15 @@ class Neighbourhood(Attack):
     Inference Attacks against Language Models via Neighbourhood Comparison", Findings of ACL
     2023: a member sits in a dip of the model's loss, so its loss is lower than that of
     slightly changed copies, while a non-member's is about the same. The neighbours are the
-    sample with one token replaced by a masked language model's best other guess
+    sample's best-scored single-token swaps proposed by a masked language model
     (`mlmia.scoring.neighbours.neighbour_samples`), scored by the target like any sample
-    (`neighbours_energy`: one energy per neighbour). No reference model is needed. Lower
-    means "member"."""
+    (`neighbours_energy`: one energy per neighbour, each scored under the sample's own masking
+    patterns, so that the difference carries no masking noise of its own). No reference
+    model is needed. Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
+    definitions) follows MIMIR's neighbourhood attack (iamgroot42/mimir,
+    ``mimir/attacks/neighborhood.py``: the text's loss minus the mean of its neighbours'
+    losses), the losses being masked energies (see `mlmia.attacks.loss`); how the neighbours
+    are made follows Mattern et al.'s code (`mlmia.scoring.neighbours`)."""
 
     name = "neighbourhood"
     label = "neighbourhood"

@@ -5,8 +5,6 @@ share) and the checks of their common parameters. No attack lives here."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -25,13 +23,14 @@ def check_fraction(attack: str, k) -> float:
 
 
 def n_lowest(k: float, n: int) -> int:
-    """How many of n tokens make the lowest k: ceil(k n), at least one (k n within 1e-9 of an
-    integer counts as that integer, so that 0.1 * 30 is 3, not 4)."""
-    return max(1, math.ceil(k * n - 1e-9))
+    """How many of n tokens make the lowest k: ``int(k * n)``, k n rounded down in floating point
+    as Shi et al.'s and Zhang et al.'s code and MIMIR round it (so 0.2 * 13 is 2), but at least
+    one (where k n < 1 theirs is the mean of no token, not a number)."""
+    return max(1, int(k * n))
 
 
 def lowest_mean(values: np.ndarray, k: float) -> float:
-    """The mean of the ceil(k n) smallest of `values`."""
+    """The mean of the `n_lowest(k, n)` smallest of the n `values`."""
     m = n_lowest(k, values.size)
     return float(np.partition(values, m - 1)[:m].mean())
 

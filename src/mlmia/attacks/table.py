@@ -8,8 +8,9 @@ Inputs by role (the attack-table builder is the only place that knows where they
 - ``references``: one score table per reference model, joined into lists (one value per
   reference, in the experiment's reference order) with ``references_in``, whether the
   sample was in that reference's training split (from the splits table);
-- ``neighbours``: the target's scores of the neighbour samples (``<sample_id>~n<j>``),
-  joined into lists in neighbour order;
+- ``neighbours``: the target's scores of the neighbour samples, joined into lists in the
+  neighbour table's order: a neighbour belongs to the sample its ``neighbour_of`` column names
+  (`mlmia.scoring.neighbours`; no id is parsed);
 - ``sample``: features computed from the selected samples themselves (`SAMPLE_FEATURES`).
 """
 
@@ -25,8 +26,8 @@ from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
-#: a neighbour's sample id: "<sample_id>~n<j>" (mlmia.scoring.neighbours)
-NEIGHBOUR_SEPARATOR = "~n"
+#: the neighbour-table column naming the sample a neighbour was made from (mlmia.scoring.neighbours)
+NEIGHBOUR_OF = "neighbour_of"
 
 #: name -> function(selected samples with `text`, `role`, `group_id`; settings) -> one value per row
 SAMPLE_FEATURES: dict[str, Callable[[pd.DataFrame, dict], np.ndarray]] = {}
@@ -44,9 +45,10 @@ def sample_feature(name: str):
 
 @sample_feature("zlib_bytes")
 def zlib_bytes(selected: pd.DataFrame, settings: dict) -> np.ndarray:
-    """The zlib-compressed length of each text in bytes (level 9, UTF-8): the zlib entropy of
-    Carlini et al., "Extracting training data from large language models", USENIX Security 2021."""
-    return np.array([len(zlib.compress(str(text).encode("utf-8"), 9)) for text in selected["text"]], dtype=float)
+    """The zlib-compressed length of each text in bytes (zlib's default level, UTF-8): the zlib
+    entropy of Carlini et al., "Extracting training data from large language models", USENIX
+    Security 2021, as their code and MIMIR's compute it."""
+    return np.array([len(zlib.compress(str(text).encode("utf-8"))) for text in selected["text"]], dtype=float)
 
 
 def select_samples(
@@ -134,6 +136,7 @@ def build_attack_table(
     length: str | None = None,
     energy: str = "masked",
     splits: pd.DataFrame | None = None,
+    neighbours: pd.DataFrame | None = None,
     settings: dict | None = None,
     where: str = "attack table",
 ) -> pd.DataFrame:
@@ -144,7 +147,8 @@ def build_attack_table(
     ``neighbours``); `models[role]` names the model(s), for messages; `columns[role]` lists
     the columns its attacks read ("energy", "energy@normalized", "token_logp", ...; for
     ``sample``, feature names). `splits` (sample_id, reference, in) says which samples each
-    reference was trained on."""
+    reference was trained on; `neighbours` (sample_id, neighbour_of), the neighbour table
+    whose scores ``neighbours`` holds."""
     attack_names()  # the attack modules register their sample features (blind) when discovered
     selected = select_samples(manifest, nonmembers=nonmembers, population=population, length=length, where=where)
     table = selected.copy()
@@ -174,7 +178,9 @@ def build_attack_table(
             if role == "references":
                 table[input_column(role, column)] = _reference_lists(given, models[role], ids, name, kind, where)
             elif role == "neighbours":
-                table[input_column(role, column)] = _neighbour_lists(given, models[role], ids, name, kind, where)
+                table[input_column(role, column)] = _neighbour_lists(
+                    given, neighbours, models[role], ids, name, kind, where
+                )
             else:
                 indexed = _indexed(given, models[role], [name], kind, where)
                 table[input_column(role, column)] = _values(indexed, ids, name, models[role], kind, where)
@@ -193,14 +199,21 @@ def _reference_lists(tables: list[pd.DataFrame], names: list[str], ids, column, 
     return [list(values) for values in zip(*per_model)] if per_model else [[] for _ in ids]
 
 
-def _neighbour_lists(scores: pd.DataFrame, model: str, ids, column, kind, where) -> list:
+def _neighbour_lists(scores: pd.DataFrame, neighbours: pd.DataFrame | None, model: str, ids, column, kind, where):
+    """Each sample's neighbours' `column`, in the neighbour table's order (its ``neighbour_of``
+    names the sample)."""
+    if neighbours is None:
+        raise UserError(f"{where}: the neighbours' scores come without their neighbour table")
+    missing = [c for c in ("sample_id", NEIGHBOUR_OF) if c not in neighbours.columns]
+    if missing:
+        raise UserError(f"{where}: the neighbour table lacks column(s) {', '.join(missing)}")
     indexed = _indexed(scores, model, [column], kind, where)
-    original = indexed.index.to_series().str.rsplit(NEIGHBOUR_SEPARATOR, n=1).str[0]
-    grouped = indexed[column].groupby(original.to_numpy(), sort=False).agg(list)
+    values = _values(indexed, neighbours["sample_id"].astype(str), column, model, kind, where)
+    grouped = pd.Series(list(values)).groupby(neighbours[NEIGHBOUR_OF].astype(str).to_numpy(), sort=False).agg(list)
     absent = ~ids.isin(grouped.index)
     if absent.any():
         raise UserError(
-            f"{where}: sample {shown_id(ids[absent].iloc[0])} has no scored neighbours ({int(absent.sum())} missing)"
+            f"{where}: sample {shown_id(ids[absent].iloc[0])} has no neighbours ({int(absent.sum())} missing)"
         )
     return grouped.reindex(ids).tolist()
 

@@ -17,9 +17,12 @@ class Zlib(Attack):
     2021 (the "zlib" membership metric: the ratio of the model's log-perplexity to the zlib
     entropy of the text). Here the log-perplexity is the energy (mean cross-entropy per
     masked token, `target_energy`) and the zlib entropy the compressed length in bytes
-    (`mlmia.attacks.table.zlib_bytes`: level 9, UTF-8). Text that is easy to compress is
-    "expected" to be easy for the model, so it is not taken for a member on that ground
-    alone. Lower means "member"."""
+    (`mlmia.attacks.table.zlib_bytes`: zlib's default level, UTF-8). Text that is easy to
+    compress is "expected" to be easy for the model, so it is not taken for a member on that
+    ground alone. Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
+    definitions) follows MIMIR's zlib attack (iamgroot42/mimir, ``mimir/attacks/zlib.py``: the
+    loss over ``len(zlib.compress(bytes(text, "utf-8")))``), the loss being the masked energy
+    (see `mlmia.attacks.loss`)."""
 
     name = "zlib"
     label = "zlib ratio"

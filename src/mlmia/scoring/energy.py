@@ -16,7 +16,7 @@ token's log-probability, the mean and the variance of log p under the model's di
 there (E_p[log p], Var_p[log p]: what Min-K%++ standardises by) and whether the top-1
 prediction is the true token; lists per sample in pattern order (`token_*` columns).
 
-Two implementations share tokenization and masks (`mlmia.scoring.masks`):
+Two implementations share tokenization and masks (`mlmia.scoring.masks`, keyed on `mask_keys`):
 
 - `score_samples`, the fast path: the masked copies of all samples are sorted by length
   and cut into batches under a token budget, the encoder runs once per batch and the LM
@@ -51,7 +51,7 @@ from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_mlm, max_sequence_length, mlm_parts, resolve_device
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.layout import ENERGY_KINDS, SCORE_COLUMNS
-from mlmia.scoring.masks import MASK_COUNTS, mask_patterns, n_masked, single_position_patterns
+from mlmia.scoring.masks import MASK_COUNTS, mask_keys, mask_patterns, n_masked, single_position_patterns
 
 log = get_logger(__name__)
 
@@ -138,7 +138,7 @@ def _prepare(
     Content tokens: every token the tokenizer did not add ([CLS], [SEP], <s>, </s>); text
     that spells a special token is content like any other (`encode_text`), the count
     `mlmia.models.tokenizer.content_tokens` gives."""
-    sids, texts = _sample_columns(samples)
+    (sids, texts), keys = _sample_columns(samples), mask_keys(samples)  # masks keyed on mask_id where given
     mask_id = tokenizer.mask_token_id
     if mask_id is None:
         raise UserError(f"tokenizer of {type(model).__name__} has no mask token; not a masked language model")
@@ -194,7 +194,7 @@ def _prepare(
                     "(config scoring.truncate: true; mlmia score --truncate)"
                 )
             n_truncated += 1
-        pat = mask_patterns(seed, sid, t, k, mask_count) if energy == "masked" else single_position_patterns(t)
+        pat = mask_patterns(seed, keys[i], t, k, mask_count) if energy == "masked" else single_position_patterns(t)
         ids_list.append(ids)
         patterns.append(content[pat])
         n_tok[i] = t

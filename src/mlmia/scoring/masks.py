@@ -8,6 +8,12 @@ patterns for ``K = 5`` are the first five of those for ``K = 10``.
 
 Positions are 0-based indices into the sample's *content* tokens (special tokens and
 padding excluded); the scorer maps them to sequence positions.
+
+The id the patterns are keyed on is the sample's ``mask_id`` where its table has that column
+(`mask_keys`), else its ``sample_id``. A neighbour text (`mlmia.scoring.neighbours`) carries its
+sample's id there, so that with the same token count it is scored under exactly its sample's
+patterns (common random numbers for the neighbourhood attack's difference); a table without the
+column is scored as it always was.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 
-from mlmia.core.errors import shown_id
+from mlmia.core.errors import UserError, shown_id
 from mlmia.core.keys import stable_key
 
 MASK_FRACTION = 0.15
@@ -26,6 +33,8 @@ MASK_COUNTS = ("ceil", "floor")
 # Bounded redraws when a random pattern repeats an earlier one (only happens when
 # C(T, l) is small, just above K).
 _MAX_REDRAWS = 1000
+#: the optional sample-table column the masking patterns are keyed on (absent or empty: the sample_id)
+MASK_ID = "mask_id"
 
 
 def n_masked(n_tokens: int, mask_count: str = "ceil") -> int:
@@ -80,6 +89,20 @@ def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int, mask_count: 
         seen.add(tup)
         out[j] = tup
     return out
+
+
+def mask_keys(samples: pd.DataFrame) -> list[str]:
+    """The id each sample's masking patterns are keyed on: its ``mask_id`` where the table has
+    that column and the row a value there, else its ``sample_id``."""
+    sids = samples["sample_id"].astype(str)
+    if MASK_ID not in samples.columns:
+        return sids.tolist()
+    given = samples[MASK_ID]
+    keys = given.where(given.notna(), sids).astype(str)
+    empty = keys == ""
+    if empty.any():
+        raise UserError(f"samples: sample {shown_id(sids[empty].iloc[0])} has an empty {MASK_ID}")
+    return keys.tolist()
 
 
 def single_position_patterns(n_tokens: int) -> np.ndarray:

@@ -1,38 +1,63 @@
-"""Neighbour samples for the neighbourhood attack (`mlmia.attacks.neighbourhood`).
+"""Neighbour samples for the neighbourhood attack (`mlmia.attacks.neighbourhood`), made as
+Mattern et al. make them.
 
-Mattern et al., "Membership Inference Attacks against Language Models via Neighbourhood
-Comparison", Findings of ACL 2023, compare a text's loss with the losses of neighbours: the
-same text with a word replaced by a masked language model's guess. Here neighbour ``j`` of a
-sample replaces one content token:
+Mattern, Mireshghallah, Jin, Schölkopf, Sachan and Berg-Kirkpatrick, "Membership Inference
+Attacks against Language Models via Neighbourhood Comparison", Findings of ACL 2023 (code:
+mireshghallah/neighborhood-curvature-mia, and the same procedure in MIMIR's BERT neighbours,
+iamgroot42/mimir ``mimir/attacks/neighborhood.py``, "deterministic" strategy): a neighbour is
+the text with one token swapped for one a masked language model (here the configured
+replacement model) finds likely in its place, and the N neighbours of a text are its N
+best-scored single swaps over every position. Here:
 
-1. a position is drawn among the sample's content tokens (not [CLS]/[SEP]/<s>; within the
-   model's maximum length) by ``numpy.random.default_rng([seed, stable_key(sample_id), j,
-   NEIGHBOUR_STREAM])``; the last entry keeps this stream apart from the masking patterns',
-   which are drawn from ``[seed, stable_key(sample_id), j]`` (`mlmia.scoring.masks`);
-2. the token there is masked and the replacement model runs once on that input (batched,
-   ``torch.inference_mode``; one forward per distinct (sample, position));
-3. the candidates, best logit first, exclude the original token, every special token
-   (the unknown token included) and ids beyond the tokenizer's vocabulary; with a
-   WordPiece tokenizer a candidate also keeps the original's kind: a continuation piece
-   ("##...") only where the original is one, a word start only where the original is one,
-   so that the words of the text stay the words they were;
-4. the text is the original text with the replaced token's characters (from the fast
-   tokenizer's offsets, together with the white space before it) swapped for the
-   tokenizer's decoding of the new token after the previous one
-   (``decode([prev, new])`` minus ``decode([prev])``); the rest of the text is kept as it
-   is, characters the vocabulary does not know and case included. (Decoding the whole token
-   sequence instead would lower-case and respace the text for an uncased WordPiece
-   tokenizer and drop every unknown character: the same for members and non-members, but
-   the neighbours would differ from the original in more than the one token.)
-5. a candidate is kept only if the new text tokenizes (as the scorer reads text,
-   `mlmia.models.tokenizer.encode_text`) to the original tokens with exactly that one
-   position changed to the candidate; else the next candidate is tried (the top
-   ``candidates`` first, then the rest of the vocabulary in logit order).
+1. every content token k of the sample (not [CLS]/[SEP]/<s>; within the model's maximum
+   length) is a candidate position. The replacement model reads the text as it is, the token
+   at k kept (not masked), with dropout on that token's input (word) embedding: each of its
+   entries is zeroed with probability `dropout` (p, default 0.7 as in their code) and the
+   others scaled by 1 / (1 - p). The dropout mask is drawn by ``numpy.random.default_rng([seed,
+   stable_key(sample_id), k, NEIGHBOUR_STREAM])`` (the last entry keeps this stream apart from
+   the masking patterns', ``[seed, stable_key(mask id), j]``, `mlmia.scoring.masks`), so it does
+   not depend on the batch, the device or the other samples. One forward per (sample,
+   position), batched, ``torch.inference_mode``, fp32.
+2. the candidates at k are the `candidates` most probable tokens there (default 5) other than
+   the original; never a special token (the unknown token included) or an id beyond the
+   tokenizer's vocabulary; with a WordPiece tokenizer a candidate keeps the original's kind (a
+   continuation piece "##..." only where the original is one, a word start only where the
+   original is one), so that the words of the text stay the words they were.
+3. a swap (k, c) is scored p_k(c) / (1 - p_k(x_k)): the candidate's probability over the
+   probability the model leaves off the original token x_k (their score; where p_k(x_k) is 1
+   in floating point the denominator is 0.1, as in their code).
+4. the swaps of every position are ranked by score (ties: the earlier position, then the lower
+   token id) and taken in that order while they make valid texts (steps 5 and 6), until there
+   are `n`. Neighbour j is the j-th taken (j = 0 the best). Should the top-`candidates` swaps
+   of all positions give fewer than `n` valid texts (a short text), the other tokens of every
+   position follow, ranked the same way (the count of such samples is logged).
+5. the text is the original text with the swapped token's characters (from the fast
+   tokenizer's offsets, together with the white space before it) replaced by the tokenizer's
+   decoding of the new token after the previous one (``decode([prev, new])`` minus
+   ``decode([prev])``); the rest of the text is kept as it is, characters the vocabulary does
+   not know and case included. (Decoding the whole token sequence instead would lower-case and
+   respace the text for an uncased WordPiece tokenizer and drop every unknown character: the
+   same for members and non-members, but the neighbours would differ from the original in more
+   than the one token.)
+6. a swap is taken only if its text tokenizes (as the scorer reads text,
+   `mlmia.models.tokenizer.encode_text`) to the original tokens with exactly that one position
+   changed to the candidate; so the neighbours of a sample are distinct texts.
 
-Neighbours of one sample that draw the same position take that position's next valid
-candidates in turn, so that they are distinct texts. The same model, tokenizer, samples and
-seed give the same neighbours (CPU, fp32). Nothing of the text is logged or put in a
-message.
+Where this differs from their code, on purpose: their dropout acts on the output of BERT's
+embedding layer (word, position and token-type embeddings, layer-normed), which is then fed
+back as ``inputs_embeds``, so that the position and token-type embeddings are added twice;
+here it acts on the word embedding alone and the model adds the rest once. Their positions
+include the final [SEP], their candidate list is the top 6 tokens with the original dropped
+(5 or 6), and their neighbour text is the decoded token sequence; here content tokens only,
+`candidates` others after the specials and the other piece kind are dropped, and the text
+outside the swapped token is kept (step 5).
+
+Each neighbour row carries ``neighbour_of``, its sample's id (what the attack table joins on,
+`mlmia.attacks.table`), and ``mask_id``, the id its sample's masking patterns are keyed on
+(`mlmia.scoring.masks.mask_keys`), so that the target scores a neighbour under its sample's
+patterns (common random numbers: the attack's difference does not carry the masking noise of
+two draws). The same model, tokenizer, samples and seed give the same neighbours (CPU, fp32).
+Nothing of the text is logged or put in a message.
 """
 
 from __future__ import annotations
@@ -43,19 +68,26 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mlmia.attacks.table import NEIGHBOUR_SEPARATOR
+from mlmia.attacks.table import NEIGHBOUR_OF
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import max_sequence_length, mlm_parts
 from mlmia.models.tokenizer import encode_text
+from mlmia.scoring.masks import MASK_ID, mask_keys
 
 log = get_logger(__name__)
 
-#: the 4th entry of a neighbour's generator seed (apart from the masking patterns' stream)
+#: a neighbour's sample id: "<sample_id>~n<j>" (ids only; the attack table joins on `NEIGHBOUR_OF`)
+NEIGHBOUR_SEPARATOR = "~n"
+#: the 4th entry of a dropout mask's generator seed (apart from the masking patterns' stream)
 NEIGHBOUR_STREAM = 7
+#: Mattern et al.'s settings: neighbours per sample, candidates per position, embedding dropout
+DEFAULT_COUNT, DEFAULT_CANDIDATES, DEFAULT_DROPOUT = 25, 5, 0.7
 #: tokens (padded rows x length) per forward pass when no batch size is given
 DEFAULT_TOKEN_BUDGET = 4096
+#: the score's denominator where the original token's probability is 1 (their code's 1 - 0.9)
+CERTAIN_DENOMINATOR = 0.1
 
 
 def neighbour_id(sample_id: str, j: int) -> str:
@@ -151,7 +183,7 @@ def _accepts(tokenizer, sample: _Sample, k: int, new_id: int, text: str) -> bool
     enc = encode_text(
         tokenizer,
         [text],
-        labels=[f"neighbour of sample {sample.sid!r}"],
+        labels=[f"neighbour of sample {shown_id(sample.sid)}"],
         add_special_tokens=False,
         return_attention_mask=False,
         return_token_type_ids=False,
@@ -168,9 +200,10 @@ def neighbour_samples(
     model,
     tokenizer,
     samples: pd.DataFrame,
-    n: int,
-    seed: int,
-    candidates: int = 10,
+    n: int = DEFAULT_COUNT,
+    seed: int = 0,
+    candidates: int = DEFAULT_CANDIDATES,
+    dropout: float = DEFAULT_DROPOUT,
     batch_size: int | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> pd.DataFrame:
@@ -179,13 +212,75 @@ def neighbour_samples(
 
     `samples` needs ``sample_id`` and ``text``; every other column (group_id, role, source,
     length, ...) is copied from the original row. Returns one row per neighbour, sample by
-    sample in input order and ``j = 0 .. n-1`` within, with ``sample_id`` "<sample_id>~n<j>"
-    and the neighbour's ``text``. `candidates`: how many of the best-ranked tokens are tried
-    before the rest of the vocabulary; `batch_size` rows per forward pass, or as many as
-    `token_budget` tokens allow."""
+    sample in input order and ``j = 0 .. n-1`` within (the best-scored swap first), with
+    ``sample_id`` "<sample_id>~n<j>", the neighbour's ``text``, ``neighbour_of`` (the sample's
+    id) and ``mask_id`` (the id the sample's masking patterns are keyed on). `candidates`:
+    tokens per position; `dropout`: the probability of zeroing an entry of the position's
+    embedding; `batch_size` rows per forward pass, or as many as `token_budget` tokens allow."""
+    _check_arguments(tokenizer, samples, n, seed, candidates, dropout, batch_size)
+    n, seed, candidates, dropout = int(n), int(seed), int(candidates), float(dropout)
+    sids = samples["sample_id"].astype(str).tolist()
+    keys = mask_keys(samples)
+    began = time.perf_counter()
+    prepared = _prepare(tokenizer, sids, samples["text"].astype(str).tolist(), max_sequence_length(model, tokenizer))
+
+    # One forward per (sample, content token); sorted by length, stably, so that a sample's
+    # positions stay together and in order: a sample is ranked as soon as its last one is run.
+    requests = [(i, k) for i, sample in enumerate(prepared) for k in range(sample.content_pos.size)]
+    lengths = np.array([prepared[i].model_ids.size for i, _ in requests], dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    vocab_size = int(getattr(model.config, "vocab_size", 0) or len(tokenizer))
+    ban_start, ban_cont, continuation = _banned(tokenizer, vocab_size)
+    embeddings = model.get_input_embeddings()
+    width = int(embeddings.weight.shape[1])
+    seeds = [stable_key(sid) for sid in sids]
+    parts = mlm_parts(model)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    texts: list[list[str]] = [[] for _ in prepared]
+    pending: dict[int, list[torch.Tensor]] = {}
+    counts = {"checked": 0, "past_top": 0}
+    batches = _batches(lengths[order], batch_size, token_budget)
+    was_training = model.training
+    model.eval()
+    try:
+        for a, b in batches:
+            batch = [requests[r] for r in order[a:b]]
+            drops = np.stack([_dropout_mask(seed, seeds[i], k, width, dropout) for i, k in batch])
+            logits = _forward(model, parts, embeddings, prepared, batch, drops, pad_id)
+            for (i, k), row in zip(batch, logits):
+                sample = prepared[i]
+                original = int(sample.full_ids[k])
+                banned = ban_cont if continuation[original] else ban_start
+                pending.setdefault(i, []).append(_swap_scores(row, original, banned))
+                if len(pending[i]) == sample.content_pos.size:
+                    texts[i] = _best_swaps(tokenizer, sample, torch.stack(pending.pop(i)), n, candidates, counts)
+    finally:
+        model.train(was_training)
+
+    extra = [c for c in samples.columns if c not in ("sample_id", "text")]
+    records = samples[extra].to_dict("records") if extra else [{} for _ in sids]
+    rows_out = [
+        {**records[i], "sample_id": neighbour_id(sid, j), "text": text, NEIGHBOUR_OF: sid, MASK_ID: keys[i]}
+        for i, sid in enumerate(sids)
+        for j, text in enumerate(texts[i])
+    ]
+    columns = list(samples.columns) + [c for c in (NEIGHBOUR_OF, MASK_ID) if c not in samples.columns]
+    out = pd.DataFrame(rows_out, columns=columns)
+    log.info(
+        "neighbours: %d samples x %d = %d neighbours; %d forward passes (one per content token) in %d batches; "
+        "%d swaps checked, %d samples past the top %d candidates per position; dropout %.2f; %.1f s",
+        len(prepared), n, len(out), len(requests), len(batches), counts["checked"], counts["past_top"], candidates,
+        dropout, time.perf_counter() - began,
+    )  # fmt: skip
+    return out
+
+
+def _check_arguments(tokenizer, samples, n, seed, candidates, dropout, batch_size) -> None:
     for key, value, low in (("n", n, 1), ("candidates", candidates, 1), ("seed", seed, 0)):
-        if int(value) != value or int(value) < low:
+        if isinstance(value, bool) or int(value) != value or int(value) < low:
             raise UserError(f"neighbours: {key} must be an integer >= {low}, got {value!r}")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= float(dropout) < 1.0:
+        raise UserError(f"neighbours: dropout must be a probability in [0, 1), got {dropout!r}")
     if batch_size is not None and int(batch_size) < 1:
         raise UserError(f"neighbours: the batch size must be >= 1, got {batch_size!r}")
     for column in ("sample_id", "text"):
@@ -193,84 +288,40 @@ def neighbour_samples(
             raise UserError(f"neighbours: the samples lack column {column!r}")
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(f"neighbours: tokenizer {type(tokenizer).__name__} is not a fast tokenizer (offsets needed)")
-    if tokenizer.mask_token_id is None:
-        raise UserError(f"neighbours: tokenizer {type(tokenizer).__name__} has no mask token")
-    sids = samples["sample_id"].astype(str).tolist()
-    duplicated = pd.Series(sids).duplicated()
+    duplicated = samples["sample_id"].astype(str).duplicated()
     if duplicated.any():
-        raise UserError(f"neighbours: duplicate sample_id {shown_id(sids[int(np.flatnonzero(duplicated)[0])])}")
-    n, seed, candidates = int(n), int(seed), int(candidates)
-    began = time.perf_counter()
-    prepared = _prepare(tokenizer, sids, samples["text"].astype(str).tolist(), max_sequence_length(model, tokenizer))
+        first = samples["sample_id"].astype(str).iloc[int(np.flatnonzero(duplicated)[0])]
+        raise UserError(f"neighbours: duplicate sample_id {shown_id(first)}")
 
-    # Step 1: each neighbour's content token k; requests = distinct (sample, k), in draw order.
-    chosen = np.empty((len(prepared), n), dtype=np.int64)
-    for i, sample in enumerate(prepared):
-        key = stable_key(sample.sid)
-        for j in range(n):
-            rng = np.random.default_rng([seed, key, j, NEIGHBOUR_STREAM])
-            chosen[i, j] = int(rng.integers(sample.content_pos.size))
-    requests = sorted({(i, int(k)) for i in range(len(prepared)) for k in chosen[i]})
 
-    vocab_size = int(getattr(model.config, "vocab_size", 0) or len(tokenizer))
-    ban_start, ban_cont, continuation = _banned(tokenizer, vocab_size)
-    texts: dict[tuple[int, int], list[str]] = {}  # (sample, k) -> its neighbours' texts, best first
-    need = {req: 0 for req in requests}
-    for i in range(len(prepared)):
-        for k in chosen[i]:
-            need[(i, int(k))] += 1
-    device = next(model.parameters()).device
-    parts = mlm_parts(model)
-    lengths = np.array([prepared[i].model_ids.size for i, _ in requests], dtype=np.int64)
-    order = np.argsort(lengths, kind="stable")
-    mask_id = int(tokenizer.mask_token_id)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    n_batches = n_full = 0
-    was_training = model.training
-    model.eval()
-    try:
-        a = 0
-        while a < len(order):
-            b = a + 1  # lengths ascend, so the last row of a batch is its longest
-            while b < len(order) and (
-                b - a < int(batch_size) if batch_size is not None else (b - a + 1) * lengths[order[b]] <= token_budget
-            ):
-                b += 1
-            batch = [requests[r] for r in order[a:b]]
-            logits = _forward(model, parts, prepared, batch, mask_id, pad_id, device)
-            n_batches += 1
-            for (i, k), row in zip(batch, logits):
-                sample = prepared[i]
-                original = int(sample.full_ids[k])
-                banned = ban_cont if continuation[original] else ban_start
-                found, full = _replacements(tokenizer, sample, k, row, banned, original, need[(i, k)], candidates)
-                n_full += full
-                texts[(i, k)] = found
-            a = b
-    finally:
-        model.train(was_training)
-
-    # Neighbours that share a position take its candidates in turn.
-    rows_out, used = [], {}
-    extra = [c for c in samples.columns if c not in ("sample_id", "text")]
-    records = samples[extra].to_dict("records") if extra else [{} for _ in sids]
-    for i, sample in enumerate(prepared):
-        for j in range(n):
-            key = (i, int(chosen[i, j]))
-            r = used.get(key, 0)
-            used[key] = r + 1
-            rows_out.append({**records[i], "sample_id": neighbour_id(sample.sid, j), "text": texts[key][r]})
-    out = pd.DataFrame(rows_out, columns=list(samples.columns))
-    log.info(
-        "neighbours: %d samples x %d = %d neighbours, %d forward passes in %d batches, %d past the top %d candidates, "
-        "%.1f s",
-        len(prepared), n, len(out), len(requests), n_batches, n_full, candidates, time.perf_counter() - began,
-    )  # fmt: skip
+def _batches(lengths: np.ndarray, batch_size: int | None, token_budget: int) -> list[tuple[int, int]]:
+    """[a, b) cuts of rows of ascending `lengths`: `batch_size` rows, or as many as fit in
+    `token_budget` padded tokens (at least one)."""
+    out, a = [], 0
+    while a < len(lengths):
+        b = a + 1  # lengths ascend, so the last row of a batch is its longest
+        while b < len(lengths) and (
+            b - a < int(batch_size) if batch_size is not None else (b - a + 1) * lengths[b] <= token_budget
+        ):
+            b += 1
+        out.append((a, b))
+        a = b
     return out
 
 
-def _forward(model, parts, prepared, batch, mask_id: int, pad_id: int, device) -> torch.Tensor:
-    """fp32 logits (rows, vocabulary) at the masked position of each (sample, k) of `batch`."""
+def _dropout_mask(seed: int, sample_key: int, k: int, width: int, p: float) -> np.ndarray:
+    """The factors of content token k's embedding entries: 0 with probability p, else 1 / (1 - p)."""
+    if p == 0.0:
+        return np.ones(width, dtype=np.float32)
+    kept = np.random.default_rng([seed, sample_key, int(k), NEIGHBOUR_STREAM]).random(width) >= p
+    return kept.astype(np.float32) / np.float32(1.0 - p)
+
+
+def _forward(model, parts, embeddings, prepared, batch, drops: np.ndarray, pad_id: int) -> torch.Tensor:
+    """fp32 logits (rows, vocabulary) at content token k of each (sample, k) of `batch`, the
+    model reading the text with dropout `drops` (rows, embedding width) on that token's
+    word embedding."""
+    device = embeddings.weight.device
     seq_len = max(prepared[i].model_ids.size for i, _ in batch)
     ids = torch.full((len(batch), seq_len), pad_id, dtype=torch.long)
     attn = torch.zeros((len(batch), seq_len), dtype=torch.long)
@@ -281,42 +332,61 @@ def _forward(model, parts, prepared, batch, mask_id: int, pad_id: int, device) -
         attn[r, : sample.model_ids.size] = 1
         pos[r] = int(sample.content_pos[k])
     rows = torch.arange(len(batch))
-    ids[rows, pos] = mask_id
     ids, attn, pos, rows = ids.to(device), attn.to(device), pos.to(device), rows.to(device)
     with torch.inference_mode():
+        embeds = embeddings(ids)
+        embeds[rows, pos] = embeds[rows, pos] * torch.from_numpy(drops).to(device=device, dtype=embeds.dtype)
         if parts is not None:
             encoder, head = parts
-            hidden = encoder(input_ids=ids, attention_mask=attn).last_hidden_state
+            hidden = encoder(inputs_embeds=embeds, attention_mask=attn).last_hidden_state
             logits = head(hidden[rows, pos])
         else:
-            logits = model(input_ids=ids, attention_mask=attn).logits[rows, pos]
+            logits = model(inputs_embeds=embeds, attention_mask=attn).logits[rows, pos]
     return logits.float().cpu()
 
 
-def _replacements(tokenizer, sample, k, logits, banned, original, count, candidates) -> tuple[list[str], int]:
-    """The texts of the `count` best valid replacements of content token k (steps 3 to 5 of the
-    module docstring), and 1 if the search went past the top `candidates`."""
-    scores = logits.clone()
-    ban = torch.from_numpy(banned[: scores.numel()])
-    scores[ban] = -torch.inf
+def _swap_scores(logits: torch.Tensor, original: int, banned: np.ndarray) -> torch.Tensor:
+    """Each token's score as the swap of `original` at this position (step 3 of the module
+    docstring), float64; -inf for the original and the banned tokens."""
+    probs = torch.softmax(logits.double(), dim=-1)
+    left = 1.0 - float(probs[original])
+    scores = probs / (left if left > 0.0 else CERTAIN_DENOMINATOR)
+    scores[torch.from_numpy(banned[: scores.numel()])] = -torch.inf
     scores[original] = -torch.inf
-    allowed = int((~ban).sum()) - int(not bool(ban[original]))
+    return scores
+
+
+def _best_swaps(tokenizer, sample: _Sample, scores: torch.Tensor, n: int, candidates: int, counts: dict) -> list[str]:
+    """The texts of the `n` best valid swaps of `sample` (steps 4 to 6 of the module docstring),
+    from `scores` (content tokens, vocabulary)."""
     found: list[str] = []
-    top = torch.topk(scores, min(candidates, max(allowed, 1))).indices.tolist()
-    tried = set()
-    for ranked, full in ((top, 0), (None, 1)):
-        if ranked is None:  # the rest of the vocabulary, best first (ties: lower id first)
-            ranked = torch.sort(scores, descending=True, stable=True).indices[:allowed].tolist()
-        for new_id in ranked:
-            if new_id in tried or not torch.isfinite(scores[new_id]):
+    tried: set[tuple[int, int]] = set()
+
+    def walk(positions: torch.Tensor, tokens: torch.Tensor) -> None:
+        values = scores[positions, tokens].numpy()
+        keep = np.isfinite(values)
+        positions, tokens, values = positions.numpy()[keep], tokens.numpy()[keep], values[keep]
+        for r in np.lexsort((tokens, positions, -values)):
+            swap = (int(positions[r]), int(tokens[r]))
+            if swap in tried:
                 continue
-            tried.add(new_id)
-            text = _candidate_text(tokenizer, sample, k, int(new_id))
-            if text is not None and _accepts(tokenizer, sample, k, int(new_id), text):
+            tried.add(swap)
+            counts["checked"] += 1
+            text = _candidate_text(tokenizer, sample, *swap)
+            if text is not None and _accepts(tokenizer, sample, *swap, text):
                 found.append(text)
-                if len(found) == count:
-                    return found, full
-    raise UserError(
-        f"neighbours: sample {sample.sid!r}: no replacement of content token {k} gives a text that "
-        "tokenizes back with only that token changed"
-    )
+                if len(found) == n:
+                    return
+
+    per_position = min(int(candidates), scores.shape[1])
+    top = torch.topk(scores, per_position, dim=1).indices
+    walk(torch.arange(scores.shape[0]).repeat_interleave(per_position), top.reshape(-1))
+    if len(found) < n:
+        counts["past_top"] += 1
+        walk(*torch.nonzero(torch.isfinite(scores), as_tuple=True))
+    if len(found) < n:
+        raise UserError(
+            f"neighbours: sample {shown_id(sample.sid)}: only {len(found)} single-token swaps give a text that "
+            f"tokenizes back with only that token changed; {n} neighbours were asked for"
+        )
+    return found
