@@ -27,7 +27,7 @@ The e canary-free coordinates (sentinels) receive noise only. The model's weight
 auxiliary parameter: AdamW acts per coordinate and the loss does not read it. The noise of the
 model's parameters comes from the same generator, drawn before the canaries' at each step, so
 the weights of a noisy run differ from a run without canaries by the generator's stream only
-(without noise they are the same up to float rounding; tests/test_dp.py).
+(without noise they are the same, bit for bit; tests/test_dp.py).
 
 What the auditor reads (`canary_scores`, `mechanism_checks`): each coordinate's observation
 in units of the clipped canary, z_t = x_t (expected batch) / C, which is b_t + sigma N(0, 1) for
