@@ -407,7 +407,7 @@ def train_mlm_dp(
                         p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), len(units))
                 with torch.no_grad():
                     norms = _unit_norms(trained)
-                clipped += int((norms > clip).sum())
+                clipped += int((norms > optim.max_grad_norm).sum())  # what the optimizer clips
                 seen += len(norms)
                 record.add_loss(float(loss.detach()))
             if canaries is not None:

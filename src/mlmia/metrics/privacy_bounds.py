@@ -11,8 +11,7 @@ Carlini, "Adversary instantiation: Lower bounds for differentially private machi
 learning", IEEE S&P 2021). `one_run_audit` is the one-training-run audit of Steinke, Nasr and
 Jagielski (NeurIPS 2023); `fdp_one_run_epsilon` the f-DP analysis of the same guesses
 (Mahloujifar, Melis and Chaudhuri, ICML 2025), which keeps its power where the accountant's
-delta times the number of canaries is not small; `gaussian_dp_epsilon` converts a Gaussian-DP
-mu into epsilon at delta (Dong, Roth and Su 2022), for point estimates only.
+delta times the number of canaries is not small.
 
 Scores are member scores, higher meaning "member"; a unit is called a member when its score
 is strictly above the threshold (as in `mlmia.metrics.classification`).
@@ -23,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import check_confidence, clopper_pearson
@@ -294,32 +293,3 @@ def fdp_one_run_epsilon(m: int, r: int, v: int, delta: float = 0.0, beta: float 
     return _bisect_largest_refuted(
         lambda eps: fdp_one_run_refutes(eps_delta_inverse_blow_up(eps, delta), m, r, v, beta), "fdp_one_run_epsilon"
     )
-
-
-def gaussian_dp_delta(mu: float, eps: float) -> float:
-    """delta(eps) of mu-Gaussian DP: Phi(-eps / mu + mu / 2) - e^eps Phi(-eps / mu - mu / 2)
-    (Dong, Roth and Su, "Gaussian differential privacy", JRSS B 2022, Corollary 2.13; the exact
-    privacy profile of the Gaussian mechanism with sensitivity / sigma = mu, Balle and Wang, ICML
-    2018, Theorem 8). Computed in the log domain."""
-    if mu <= 0:
-        return 0.0
-    first = special.log_ndtr(-eps / mu + mu / 2.0)
-    second = eps + special.log_ndtr(-eps / mu - mu / 2.0)
-    if second >= first:
-        return 0.0
-    return float(math.exp(first) * -math.expm1(second - first))
-
-
-def gaussian_dp_epsilon(mu: float, delta: float) -> float:
-    """The eps at which mu-Gaussian DP holds with `delta` (`gaussian_dp_delta` solved for eps; 0
-    when delta(0) <= delta). Used for point estimates of a Gaussian fit, never as a bound."""
-    if not 0 < delta < 1:
-        raise UserError(f"delta must lie in (0, 1), got {delta!r}")
-    if not (math.isfinite(mu) and mu >= 0):
-        raise UserError(f"mu must be a finite number >= 0, got {mu!r}")
-    if gaussian_dp_delta(mu, 0.0) <= delta:
-        return 0.0
-    high = 1.0
-    while gaussian_dp_delta(mu, high) > delta:
-        high *= 2.0
-    return float(optimize.brentq(lambda eps: gaussian_dp_delta(mu, eps) - delta, 0.0, high, xtol=1e-10))
