@@ -179,15 +179,14 @@ rule one_run_canaries:
     output:
         canaries=result("canaries/one_run.parquet"),
         text=STUDY.corpus_table(ONE_RUN_CORPUS),
+        tokenizer=directory(STUDY.canary_tokenizer()),
     log:
         result("logs/canaries/one_run.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
         template=lambda wildcards: CANARIES["template"],
-        digits=CANARIES["digits"],
-        canaries=config.get("dp_audit", {}).get("canaries", {}).get("count", 0),
-        seed=config.get("dp_audit", {}).get("canaries", {}).get("seed", 0),
+        canaries=config.get("dp_audit", {}).get("canaries", {}),
         code=library_code("one_run_canaries.py"),
     script:
         "../workflow/scripts/one_run_canaries.py"

@@ -145,3 +145,21 @@ def dataset_inputs(wildcards):
     return {"files": [str(p) for p in paths]} | (
         {} if is_hub_id(tokenizer) else {"tokenizer": tokenizer}
     )
+
+
+def dp_audit_inputs(wildcards):
+    """What a DP target's audit reads (rules/dp.smk): its model; its token canaries when it
+    trained on them; its attack table, metrics and samples when the tables spec's group dp
+    attacks it (DP_PLAN)."""
+    target = wildcards.target
+    inputs = {"model": model_input_of(target)}
+    if target in STUDY.one_run_targets():
+        inputs["canaries"] = result("canaries/one_run.parquet")
+    if target in DP_PLAN:
+        item = DP_PLAN[target]
+        inputs |= {
+            "attack": result(f"attack/{item['experiment']}.parquet"),
+            "metrics": result(f"metrics/{item['experiment']}.parquet"),
+            "samples": samples_path(item["dataset"]),
+        }
+    return inputs

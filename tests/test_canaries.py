@@ -19,7 +19,6 @@ from mlmia.memorization.canaries import (
     digit_token_ids,
     draw_canaries,
     draw_candidates,
-    draw_one_run_canaries,
     exposure_markdown,
     exposure_summary,
     insertion_texts,
@@ -30,9 +29,7 @@ from mlmia.memorization.canaries import (
     plot_exposure,
     secret_log_probs,
     secret_positions,
-    secret_scores,
     training_settings,
-    with_included_canaries,
 )
 from mlmia.metrics.protocols import MetricSettings
 from mlmia.models.loading import load_mlm
@@ -186,40 +183,6 @@ def test_exact_exposure_equals_brute_force_enumeration(tiny_bert_dir, one_torch_
         assert rank == expected
         assert exposure == pytest.approx(math.log2(1000) - math.log2(expected))
     assert (got["exact_ties"] == 0).all()
-
-
-def test_one_run_canaries_join_the_text_once_and_score_their_own_secret(tiny_bert_dir, one_torch_thread):
-    """The one-run audit's canaries: deterministic, distinct, each included or not; the included
-    ones added once as lines of their own; each scored by the log-probability of its secret with
-    its digits masked, recomputed here with a forward pass per canary."""
-    template = "patient mrn is {secret} ."
-    canaries = draw_one_run_canaries(template, 3, 60, seed=1)
-    pd.testing.assert_frame_equal(canaries, draw_one_run_canaries(template, 3, 60, seed=1))
-    assert canaries.secret.nunique() == 60 and canaries.canary_id.nunique() == 60
-    assert canaries.included.dtype == bool and 0 < canaries.included.sum() < 60
-    text = pd.DataFrame({"sample_id": ["s1", "s2"], "group_id": ["p1", "p1"], "text": ["a b", "c d"]})
-    joined = with_included_canaries(text, canaries)
-    added = joined.iloc[2:]
-    assert len(joined) == 2 + canaries.included.sum() and joined.iloc[:2].equals(text)
-    assert (added.sample_id == added.group_id).all() and set(added.sample_id) == set(
-        canaries[canaries.included].canary_id
-    )
-    assert set(added.text) == set(canaries[canaries.included].text)
-    with pytest.raises(UserError, match="at least 2"):
-        draw_one_run_canaries(template, 3, 1, seed=1)
-
-    model, tokenizer = load_mlm(tiny_bert_dir, "cpu")
-    scores = secret_scores(model, tokenizer, canaries.head(5), template, 3)
-    digit_ids = torch.tensor(tokenizer.convert_tokens_to_ids(list("0123456789")))
-    prefix = len(tokenizer.tokenize("patient mrn is"))
-    where = torch.tensor([1 + prefix, 2 + prefix, 3 + prefix])
-    for secret, text, score in zip(canaries.secret.head(5), canaries.text.head(5), scores):
-        ids = tokenizer(text, return_tensors="pt")["input_ids"]
-        ids[0, where] = tokenizer.mask_token_id
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits[0, where][:, digit_ids]
-        logp = torch.log_softmax(logits.double(), dim=-1)
-        assert score == pytest.approx(sum(float(logp[i, int(c)]) for i, c in enumerate(secret)), abs=1e-5)
 
 
 def test_extrapolated_exposure_orders_canaries_as_the_exact_one(tokenizer_dir, tmp_path, one_torch_thread):

@@ -12,20 +12,36 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from scipy import stats
 from workflow_helpers import REPO, copy_workflow, planned_jobs, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
 from mlmia.defences.audit import (
+    accountant_record,
+    attack_audit,
     attack_bounds,
-    bounds_markdown,
-    check_bounds,
-    one_run_audits,
+    audit_target,
+    check_target,
     one_run_canary_audit,
-    one_run_markdown,
-    run_audit,
     utility,
 )
-from mlmia.defences.dp_sgd import dp_settings, group_privacy, per_unit_loss, pool_by_unit
+from mlmia.defences.dp_sgd import FAULTS, dp_settings, group_privacy, per_unit_loss, pool_by_unit
+from mlmia.defences.gradient_canaries import RECORD_FILE, canary_scores, mechanism_checks, read_record
+from mlmia.defences.report import (
+    audit_findings,
+    bounds_markdown,
+    bounds_table,
+    checks_table,
+    findings_markdown,
+    one_run_markdown,
+    one_run_table,
+)
+from mlmia.defences.token_canaries import (
+    canary_tokenizer,
+    draw_token_canaries,
+    token_scores,
+    with_included_canaries,
+)
 from mlmia.defences.workflow import audit_plan
 from mlmia.models.objectives import MaskedBatch
 from mlmia.models.objectives.bert_mlm import BertMLM
@@ -207,11 +223,18 @@ def test_pooling_rows_into_patients():
 
 def test_dp_settings_are_checked_in_one_line():
     assert training_settings({"dp": {"epsilon": 4}})["dp"] == {
-        "epsilon": 4, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample"
+        "epsilon": 4, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample", "fault": None,
+        "canaries": None,
+    }  # fmt: skip
+    assert training_settings({"dp": {"epsilon": 4, "canaries": {"count": 9}}})["dp"]["canaries"] == {
+        "count": 9, "sentinels": 64, "norm": 10.0, "seed": 0
     }  # fmt: skip
     assert training_settings({})["dp"] is None
     for bad, match in [({"epsilon": 0}, "dp.epsilon"), ({"eps": 1}, "unknown key"), ({"unit": "ward"}, "dp.unit"),
-                       ({"max_grad_norm": -1}, "max_grad_norm"), ({"delta": 1.5}, "dp.delta"), (4, "mapping")]:  # fmt: skip
+                       ({"max_grad_norm": -1}, "max_grad_norm"), ({"delta": 1.5}, "dp.delta"), (4, "mapping"),
+                       ({"epsilon": 1, "fault": "late"}, "dp.fault"), ({"fault": "no_noise"}, "needs an epsilon"),
+                       ({"canaries": {"count": 1}}, "at least 2"), ({"canaries": {"size": 3}}, "unknown key"),
+                       ({"canaries": {"count": 9, "norm": 0}}, "dp.canaries.norm")]:  # fmt: skip
         with pytest.raises(UserError, match=match) as info:
             dp_settings(bad)
         assert "\n" not in str(info.value)
@@ -262,7 +285,23 @@ PLAN = {
     "private": {"experiment": "e_private", "attacks": {"loss": None, "likelihood_ratio": None},
                 "masked_column": "target_energy", "normalized_column": "target_normalized_energy"},
 }  # fmt: skip
-SETTINGS = {"confidence": 0.95, "seed": 0, "fpr": 0.01, "bootstrap": 30, "bootstrap_seed": 2}
+SETTINGS = {
+    "confidence": 0.95,
+    "seed": 0,
+    "fpr": 0.01,
+    "bootstrap": 30,
+    "bootstrap_seed": 2,
+    "check_level": 1e-6,
+    "canaries": {"guess_share": 0.2},
+    "gradient_canaries": {"guess_share": 0.2, "score": "likelihood_ratio"},
+}
+
+
+def attacked(target, epsilon, gap, aucs, seed=0):
+    """The attacks' part of an audit of a synthetic target (`attack_audit`)."""
+    table = synthetic_table(gap=gap, seed=seed)
+    return attack_audit(PLAN[target], table, synthetic_metrics(["loss", "likelihood_ratio"], aucs),
+                        accountant_record(info(epsilon), target), {}, SETTINGS, target)  # fmt: skip
 
 
 def test_lower_bound_table_on_a_synthetic_case():
@@ -271,13 +310,12 @@ def test_lower_bound_table_on_a_synthetic_case():
     assert list(bounds["attack"]) == ["loss", "likelihood_ratio"]
     assert (bounds["confidence"] == 0.975).all() and (bounds["members"] == 200).all()  # Bonferroni over 2
     assert bounds.set_index("attack").loc["loss", "epsilon_lb"] > 1.0  # well separated: a clear bound
-    summary, by_attack = run_audit(
-        PLAN, {"leaky": leaky, "private": private},
-        {"leaky": synthetic_metrics(["loss", "likelihood_ratio"], [0.95, 0.9]),
-         "private": synthetic_metrics(["loss", "likelihood_ratio"], [0.5, 0.52])},
-        {"leaky": info(None), "private": info(8.0)}, {}, SETTINGS,
-    )  # fmt: skip
-    assert len(by_attack) == 4 and list(summary["target"]) == ["leaky", "private"]
+    audits = [audit_target("leaky", info(None), SETTINGS, attacks=attacked("leaky", None, 3.0, [0.95, 0.9])),
+              audit_target("private", info(8.0), SETTINGS,
+                           attacks=attacked("private", 8.0, 0.0, [0.5, 0.52], seed=1))]  # fmt: skip
+    assert [a["failures"] for a in audits] == [[], []]  # no DP: no claim to break; 8: far below
+    summary = bounds_table(audits)
+    assert list(summary["target"]) == ["leaky", "private"] and list(summary["verdict"]) == ["passes", "passes"]
     row = summary.set_index("target")
     assert math.isinf(row.loc["leaky", "accountant_epsilon"]) and row.loc["private", "accountant_epsilon"] == 8.0
     assert row.loc["leaky", "bound_attack"] == "loss" and row.loc["leaky", "epsilon_lb"] > 1.0
@@ -294,25 +332,24 @@ def test_lower_bound_table_on_a_synthetic_case():
         row.loc["private", "mlm_loss_ci_low"] < row.loc["private", "mlm_loss"] < row.loc["private", "mlm_loss_ci_high"]
     )
     markdown = bounds_markdown(summary, 0.01, 0.95)
-    assert "| leaky | no DP |" in markdown and "| private | 8.00 (0.001) | 32.00 (0.5) |" in markdown
+    assert "| leaky | no DP | none | n.a. | n.a. | n.a. |" in markdown
+    assert "| private | 8.00 (0.001) | none | 32.00 (0.5) |" in markdown
 
 
 def test_a_bound_above_the_accountant_epsilon_fails_loudly():
-    leaky = synthetic_table(gap=3.0)
-    metrics = synthetic_metrics(["loss", "likelihood_ratio"], [0.95, 0.9])
+    audit = audit_target("leaky", info(0.5), SETTINGS, attacks=attacked("leaky", 0.5, 3.0, [0.95, 0.9]))
+    assert audit["failures"] and audit["failures"][0].startswith("attack 'loss': empirical lower bound eps >= ")
     with pytest.raises(UserError) as failure:
-        run_audit({"leaky": PLAN["leaky"]}, {"leaky": leaky}, {"leaky": metrics}, {"leaky": info(0.5)}, {}, SETTINGS)
+        check_target(audit)
     message = str(failure.value)
     assert "\n" not in message
-    assert message.startswith("DP audit: target 'leaky', attack 'loss': empirical lower bound eps >= ")
-    assert "exceeds the accountant's eps = 0.5000" in message
-    bounds = pd.DataFrame({"target": ["t"], "attack": ["a"], "epsilon_lb": [1.0]})
-    check_bounds(bounds, {"t": 1.0})  # equal is fine
-    check_bounds(bounds, {"t": math.inf})  # no DP: nothing to check
+    assert message.startswith("DP audit: target 'leaky' (accountant's eps = 0.5000 at delta 0.001) fails 2 check(s): ")
+    assert "attack 'loss': empirical lower bound eps >= " in message and "not a result" in message
+    check_target(audit_target("leaky", info(None), SETTINGS, attacks=attacked("leaky", None, 3.0, [0.95, 0.9])))
     with pytest.raises(UserError, match="no dp record"):
-        run_audit({"leaky": PLAN["leaky"]}, {"leaky": leaky}, {"leaky": metrics}, {"leaky": None}, {}, SETTINGS)
+        audit_target("leaky", None, SETTINGS)
     with pytest.raises(UserError, match="lacks column 'target_normalized_energy'"):
-        utility(leaky.drop(columns="target_normalized_energy"), "target_energy", "target_normalized_energy")
+        utility(synthetic_table().drop(columns="target_normalized_energy"), "target_energy", "target_normalized_energy")
 
 
 def test_one_run_canary_audit():
@@ -320,29 +357,221 @@ def test_one_run_canary_audit():
     included = rng.random(1000) < 0.5
     perfect = one_run_canary_audit(included + rng.normal(0, 0.01, 1000), included, guess_share=0.2)
     assert perfect["guesses"] == 200 and perfect["correct"] == 200 and perfect["epsilon_lb"] > 2.0
+    # both bounds at beta / 2: all 200 right, delta 0: Steinke et al.'s closed form at 0.025
+    q = 0.025 ** (1 / 200)
+    assert perfect["steinke_lb"] == pytest.approx(math.log(q / (1 - q)), abs=1e-6)
+    assert perfect["epsilon_lb"] == max(perfect["steinke_lb"], perfect["fdp_lb"])
     blind = one_run_canary_audit(rng.normal(size=1000), included, guess_share=0.2)
     assert blind["epsilon_lb"] < 0.5 and blind["inserted"] == int(included.sum())
     with pytest.raises(UserError, match="guess_share"):
         one_run_canary_audit(rng.normal(size=10), included[:10], guess_share=0)
 
 
-def test_one_run_audits_per_target_and_a_bound_above_the_accountant_fails():
+def test_a_black_box_canary_bound_above_the_accountant_fails():
     rng = np.random.default_rng(1)
     included = rng.random(1000) < 0.5
-    scores = {"leaky": included + rng.normal(0, 0.01, 1000), "private": rng.normal(size=1000)}
-    infos = {target: {"dp": {"epsilon": 8.0, "delta": 1e-3}} for target in scores}
-    table = one_run_audits(scores, included, infos, guess_share=0.2, confidence=0.95)
-    assert table.target.tolist() == ["leaky", "private"]
-    for row in table.itertuples():
-        expected = one_run_canary_audit(scores[row.target], included, 0.2, delta=1e-3, beta=0.05)
-        assert row.epsilon_lb == pytest.approx(expected["epsilon_lb"]) and row.correct == expected["correct"]
-    # 200 guesses all right vs a coin: a clear bound against next to none (at delta 1e-3)
-    assert table.epsilon_lb.iloc[0] > 1.0 and table.epsilon_lb.iloc[1] < 0.5
-    assert "| leaky | 8.00 (0.001) | 1000 (" in one_run_markdown(table, "MRN {secret} .", 6)
-    # the leaky target with an accountant epsilon of 1: its bound above it fails in one line
-    infos["leaky"]["dp"]["epsilon"] = 1.0
-    with pytest.raises(UserError, match="target 'leaky', attack 'one-run canaries': .* exceeds the accountant's eps"):
-        one_run_audits(scores, included, infos, guess_share=0.2)
+    leaky, blind = (included + rng.normal(0, 0.01, 1000), included), (rng.normal(size=1000), included)
+    settings = {**SETTINGS, "canaries": {"guess_share": 0.2}}
+    passing = audit_target("private", {"dp": {"epsilon": 8.0, "delta": 1e-3}}, settings, blackbox=blind)
+    assert passing["failures"] == [] and passing["canary_audits"][0]["audit"] == "black-box"
+    audit = audit_target("leaky", {"dp": {"epsilon": 1.0, "delta": 1e-3}}, settings, blackbox=leaky)
+    assert audit["canary_audits"][0]["correct"] == 200
+    with pytest.raises(UserError, match=r"target 'leaky' .* the black-box one-run bound eps >= 3\.\d+ \(f-DP"):
+        check_target(audit)
+    table = one_run_table([passing, audit])
+    assert list(table["target"]) == ["private", "leaky"] and table["ratio"].iloc[1] > 3
+    settings = {**SETTINGS, "gradient_canaries": {**SETTINGS["gradient_canaries"], "count": 500, "norm": 10}}
+    markdown = one_run_markdown(table, checks_table([passing, audit]), settings)
+    assert "| leaky | black-box (token log-probability) | 1.00 (0.001) | none | 1000 (" in markdown
+
+
+# ------------------------------------------------------------------ white-box canaries and mechanism checks
+
+
+def simulated_record(sigma=1.0, q=0.1, steps=20, units=300, count=500, sentinels=64, seed=0, signal=1.0,
+                     noise=None, rate=None):  # fmt: skip
+    """The observations of a DP-SGD run as `read_record` gives them, simulated: each included
+    canary joins a step with probability `rate` (default q) and then adds `signal` (1: clipped to C);
+    every coordinate gets N(0, noise^2) (default sigma); C = 1, expected batch 1."""
+    rng = np.random.default_rng(seed)
+    included = rng.random(count) < 0.5
+    joined = (rng.random((steps, count)) < (q if rate is None else rate)) & included
+    noise = sigma if noise is None else noise
+    observed = np.hstack([signal * joined + noise * rng.normal(size=(steps, count)),
+                          noise * rng.normal(size=(steps, sentinels))]).astype(np.float32)  # fmt: skip
+    batch = rng.binomial(units, q if rate is None else rate, size=steps)
+    return {"observed": observed, "included": included, "data_batch": batch, "canary_batch": joined.sum(1),
+            "count": count, "unit": 1.0, "sigma": sigma, "sample_rate": q, "units": units, "divisor": 1.0,
+            "steps": steps}  # fmt: skip
+
+
+def test_mechanism_checks_pass_a_correct_run_and_fail_each_fault():
+    checks = {row["check"]: row for row in mechanism_checks(simulated_record())}
+    assert checks["Poisson batch"]["passed"] and checks["noise"]["passed"]
+    assert checks["noise"]["expected"] == 1.0 and abs(checks["noise"]["observed"] - 1) < 0.05
+    assert checks["Poisson batch"]["expected"] == pytest.approx(30.0)
+    for record, failing in [(simulated_record(noise=0.0), "noise"), (simulated_record(noise=0.1), "noise"),
+                            (simulated_record(noise=1.2, steps=200), "noise"),
+                            (simulated_record(rate=1.0), "Poisson batch"),
+                            (simulated_record(rate=0.12, steps=200), "Poisson batch")]:  # fmt: skip
+        found = {row["check"]: row["passed"] for row in mechanism_checks(record)}
+        assert found == {"Poisson batch": failing != "Poisson batch", "noise": failing != "noise"}, failing
+    # no noise claimed (the non-private loop): the sentinels must be exactly 0
+    assert all(row["passed"] for row in mechanism_checks(simulated_record(sigma=0.0, noise=0.0)))
+
+
+def test_white_box_audit_stays_below_the_accountant_and_catches_faults():
+    """The white-box one-run audit of simulated DP-SGD with known sigma, q, T: under the accountant's
+    epsilon in at least 95% of runs (each bound holds with 95%), clearly positive at epsilon 8; a run
+    without clipping or noise is caught by its bound."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    from mlmia.defences.dp_sgd import accountant_epsilon
+
+    q, steps, delta = 0.1, 20, 1e-3
+    results = {}
+    for eps in (8.0, 2.0):
+        sigma = get_noise_multiplier(target_epsilon=eps, target_delta=delta, sample_rate=q, steps=steps)
+        claimed = accountant_epsilon("rdp", sigma, q, steps, delta)
+        bounds = []
+        for seed in range(40):
+            record = simulated_record(sigma=sigma, q=q, steps=steps, seed=seed)
+            found = one_run_canary_audit(canary_scores(record), record["included"], 0.4, delta)
+            bounds.append(found["epsilon_lb"])
+        results[eps] = (claimed, np.array(bounds))
+        assert np.sum(np.array(bounds) > claimed) <= int(stats.binom.ppf(0.999, 40, 0.05))
+    assert results[8.0][1].mean() > 1.0 and results[8.0][1].mean() > results[2.0][1].mean()
+    sigma = get_noise_multiplier(target_epsilon=1.0, target_delta=delta, sample_rate=q, steps=steps)
+    for fault in ({"noise": 0.0}, {"signal": 10.0}):  # no noise; no clipping (a canary of norm 10 C passes)
+        record = simulated_record(sigma=sigma, q=q, steps=steps, **fault)
+        audit = audit_target(
+            "t",
+            {"dp": {"epsilon": 1.0, "delta": delta}},
+            {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "likelihood_ratio"}},
+            whitebox=record,
+        )
+        assert any(f.startswith("the white-box one-run bound eps >= ") for f in audit["failures"]), fault
+    # the summed alignment ranks the canaries too, with less power than the likelihood ratio
+    record = simulated_record(sigma=0.6)
+    aligned = one_run_canary_audit(canary_scores(record, "alignment"), record["included"], 0.4, delta)
+    assert 0 < aligned["correct"] and aligned["correct"] <= one_run_canary_audit(
+        canary_scores(record), record["included"], 0.4, delta)["correct"] + 10  # fmt: skip
+
+
+def canaries_config(eps, fault=None, count=500):
+    return {**TINY, "dp": {"epsilon": eps, "delta": 1e-5, "fault": fault, "canaries": {"count": count}}}
+
+
+def test_gradient_canaries_are_recorded_and_leave_the_model_alone(tok_dir, tmp_path):
+    """The canaries' observations: one row per step (empty batches too); without noise the model
+    trained with them is the model trained without them, bit for bit."""
+    from transformers import BertForMaskedLM
+
+    with_canaries = train_model(TEXTS, tok_dir, tmp_path / "c", config={**TINY, "dp": {"epsilon": None,
+                                "canaries": {"count": 50}}}, device="cpu", groups=GROUPS)  # fmt: skip
+    train_model(TEXTS, tok_dir, tmp_path / "n", config={**TINY, "dp": {"epsilon": None}}, device="cpu", groups=GROUPS)
+    a, b = (BertForMaskedLM.from_pretrained(str(tmp_path / name)).state_dict() for name in ("c", "n"))
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+    dp = with_canaries["dp"]
+    assert dp["canaries"] == {"count": 50, "sentinels": 64, "norm": 10.0, "seed": 0, "included": dp["canaries"][
+        "included"], "unit": 1.0, "file": RECORD_FILE}  # fmt: skip
+    record = read_record(tmp_path / "c", dp, "c")
+    assert record["observed"].shape == (dp["steps"], 114) and record["data_batch"].sum() > 0
+    # no noise, no clipping: an included canary adds 10 C / B each time it joins, the others nothing
+    z = record["observed"][:, :50] * record["divisor"]
+    joined = np.round(z / 10).astype(int)
+    assert np.allclose(z, 10 * joined, atol=1e-4) and not joined[:, ~record["included"]].any()
+    assert joined.sum() == record["canary_batch"].sum() > 0 and not record["observed"][:, 50:].any()
+    with pytest.raises(UserError, match="trained without gradient canaries"):
+        read_record(tmp_path / "n", {**dp, "canaries": None}, "n")
+
+
+@pytest.mark.parametrize("fault", [None, *FAULTS])
+def test_each_faulty_trainer_is_caught_and_a_correct_one_passes(tok_dir, tmp_path, fault):
+    """A tiny DP-SGD run at a claimed epsilon of 1 (delta 1e-5) with 500 gradient canaries: the
+    correct trainer passes its audit; each fault fails it, caught by the check it must trip."""
+    info = train_model(TEXTS, tok_dir, tmp_path / "m", config=canaries_config(1.0, fault), device="cpu",
+                       groups=GROUPS)  # fmt: skip
+    assert info["dp"]["fault"] == fault and 0.9 < info["dp"]["epsilon"] <= 1.0 + 1e-6  # the intended claim
+    settings = {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "likelihood_ratio"}}
+    audit = audit_target("m", info, settings, whitebox=read_record(tmp_path / "m", info["dp"], "m"))
+    caught = {"noise": "the noise check", "batch": "the Poisson batch check", "bound": "the white-box one-run bound"}
+    expected = {None: set(), "no_noise": {"noise", "bound"}, "noise_tenth": {"noise", "bound"},
+                "no_clipping": {"bound"}, "wrong_sampling_rate": {"batch"}}[fault]  # fmt: skip
+    assert {k for k, v in caught.items() if any(f.startswith(v) for f in audit["failures"])} == expected
+    if fault is None:
+        check_target(audit)
+    else:
+        with pytest.raises(UserError, match=f"target 'm' \\(accountant's eps = 0\\.9\\d+ at delta 1e-05; "
+                                            f"train_info.json records fault '{fault}'\\) fails"):  # fmt: skip
+            check_target(audit)
+    if fault == "wrong_sampling_rate":  # the accountant was told q / 10, sigma chosen for it
+        assert info["dp"]["sample_rate"] == pytest.approx(1 / 60)
+
+
+def test_the_audit_record_renders_as_tables_and_findings():
+    audits = []
+    for target, eps, fault, noise in [("ok", 8.0, None, None), ("broken", 1.0, "no_noise", 0.0)]:
+        record = simulated_record(sigma=0.6, seed=3, noise=noise)
+        audits.append(audit_target(target, {"dp": {"epsilon": eps, "delta": 1e-3, "fault": fault}},
+                                   {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "alignment"}},
+                                   whitebox=record))  # fmt: skip
+    assert not audits[0]["failures"] and audits[1]["failures"]
+    table = bounds_table(audits)
+    assert list(table["verdict"]) == ["passes", "fails"] and table["whitebox_ratio"].iloc[0] < 1
+    assert table["checks"].iloc[1] == "failed: noise" and list(table["fault"].fillna("none")) == ["none", "no_noise"]
+    markdown = bounds_markdown(table, 0.01, 0.95)
+    assert "| broken | 1.00 (0.001) | no_noise |" in markdown and "**FAILS**" in markdown
+    findings = audit_findings(audits, 0.95)
+    by_name = {(f.finding, f.scope): f for f in findings}
+    assert by_name[("correct_passes", "ok")].holds and by_name[("faulty_caught", "broken")].holds
+    assert "caught by: the noise check" in by_name[("faulty_caught", "broken")].note
+    assert not by_name[("check_noise", "broken")].holds and by_name[("check_noise", "ok")].holds
+    assert not by_name[("white-box_within_claim", "broken")].holds
+    text = findings_markdown(findings, 0.95)
+    assert text.startswith("# Findings of the DP audit") and "A faulty trainer fails its audit" in text
+
+
+# ------------------------------------------------------------------ black-box canaries of new tokens
+
+
+def test_token_canaries_join_the_vocabulary_and_the_text_once(tok_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    canaries = draw_token_canaries("Patient MRN is {secret} .", 60, 2, seed=1)
+    pd.testing.assert_frame_equal(canaries, draw_token_canaries("Patient MRN is {secret} .", 60, 2, seed=1))
+    assert canaries["canary_id"].is_unique and 15 < canaries["included"].sum() < 45
+    assert canaries["text"].iloc[7] == "Patient MRN is canarytok07x0 canarytok07x1 ."
+    text = pd.DataFrame({"sample_id": ["a", "b"], "group_id": ["p", "p"], "text": TEXTS[:2]})
+    joined = with_included_canaries(text, canaries)
+    assert len(joined) == 2 + canaries["included"].sum() and joined["group_id"].iloc[2].startswith("one_run_")
+    base = AutoTokenizer.from_pretrained(str(tok_dir))
+    extended = canary_tokenizer(AutoTokenizer.from_pretrained(str(tok_dir)), canaries)
+    assert len(extended) == len(base) + 120  # every canary's tokens, included or not
+    assert extended.tokenize(TEXTS[0]) == base.tokenize(TEXTS[0])  # ordinary text as before
+    assert extended.tokenize(canaries["text"].iloc[3])[-3:] == ["canarytok03x0", "canarytok03x1", "."]
+    with pytest.raises(UserError, match="already holds 120"):
+        canary_tokenizer(extended, canaries)
+    with pytest.raises(UserError, match="canary one_run_00: its tokens are not in the model's vocabulary"):
+        token_scores(None, base, canaries)
+    with pytest.raises(UserError, match="at least 1 new token"):
+        draw_token_canaries("x {secret}", 5, 0, seed=1)
+
+
+def test_token_canaries_trained_on_score_above_the_others(tok_dir, tmp_path):
+    """A model trained (without DP) on text holding the included canaries gives their tokens a
+    higher log-probability than the excluded canaries' tokens, which it never saw."""
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    canaries = draw_token_canaries("Patient MRN is {secret} .", 20, 1, seed=2)
+    canary_tokenizer(AutoTokenizer.from_pretrained(str(tok_dir)), canaries).save_pretrained(tmp_path / "tok")
+    lines = with_included_canaries(pd.DataFrame({"sample_id": range(60), "group_id": 0, "text": TEXTS}), canaries)
+    train_mlm(lines["text"].tolist() * 3, tmp_path / "tok", tmp_path / "m", config={**TINY, "epochs": 20},
+              device="cpu")  # fmt: skip
+    scores = token_scores(BertForMaskedLM.from_pretrained(str(tmp_path / "m")),
+                          AutoTokenizer.from_pretrained(str(tmp_path / "m")), canaries)  # fmt: skip
+    included = canaries["included"].to_numpy()
+    assert scores.shape == (20,) and scores[included].min() > scores[~included].max()
 
 
 # ------------------------------------------------------------------ the study and the workflow
@@ -362,11 +591,28 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
     plan = audit_plan(ci)
     assert list(plan) == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"]
     assert plan["dp_eps1"]["experiment"] == "dp_eps1_long_mimic" and "min_k" in plan["dp_eps1"]["attacks"]
+    # every DP model is audited, trained with the gradient canaries and the canaries' tokenizer; its
+    # check job's mark is what `snakemake dp` asks for; the other models train as before
+    assert ci.dp_targets() == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"] == ci.one_run_targets()
+    assert {ci.dp_audit_outputs(t)["passed"] for t in ci.dp_targets()} <= set(ci.targets("dp"))
+    assert ci.training_spec("dp_eps8")["settings"]["dp"]["canaries"] == {"count": 500, "sentinels": 64, "norm": 10.0,
+                                                                         "seed": 0}  # fmt: skip
+    assert ci.training_tokenizer("dp_eps8") == "results/ci/models/tokenizer_canaries"
+    assert (
+        "dp" not in ci.training_spec("base")["settings"]
+        and ci.training_tokenizer("base") == "results/ci/models/tokenizer"
+    )
+    # the faults overlay adds one faulty target of each kind at a claimed epsilon of 1, audited but not attacked
+    faulty = Study.from_config({**load("ci.yaml"), "models": {**load("ci.yaml")["models"],
+                                                              **load("dp_faults.yaml")["models"]}}, REPO)  # fmt: skip
+    added = [t for t in faulty.dp_targets() if t not in ci.dp_targets()]
+    assert sorted(faulty.models[t]["dp"]["fault"] for t in added) == sorted(FAULTS)
+    assert all(faulty.models[t]["dp"]["epsilon"] == 1 for t in added) and list(audit_plan(faulty)) == list(plan)
     # without dp_audit (e.g. config/paper.yaml) the group and the experiments only it reads are left out
     config = load("ci.yaml")
     del config["dp_audit"]
     plain = Study.from_config(config, REPO)
-    assert "dp" not in plain.groups() and "table_dp" not in plain.tables
+    assert "dp" not in plain.groups() and "table_dp" not in plain.tables and plain.dp_targets() == []
     assert not [e for e in plain.experiments if e.startswith("dp_")] and "base_long_mimic" in plain.experiments
 
 
@@ -377,7 +623,8 @@ def test_snakemake_dp_plans_the_group_on_the_ci_config(tmp_path):
     outputs = " ".join(out for _, out in jobs)
     for name in ("dp/bounds.csv", "dp/bounds.md", "dp/bounds_by_attack.csv", "dp/privacy_utility.png",
                  "tables/table_dp.md", "findings_dp.md", "models/dp_eps1", "models/dp_none", "dp/one_run.md",
-                 "corpus/train_target_canaries.parquet"):  # fmt: skip
+                 "dp/findings.md", "dp/checks.csv", "dp/audit/dp_eps8.json", "dp/audit/dp_none.passed",
+                 "corpus/train_target_canaries.parquet", "models/tokenizer_canaries"):  # fmt: skip
         assert f"results/ci/{name}" in outputs, name
     assert not any(rule == "train_model" and "models/base" in out for rule, out in jobs)
 
@@ -404,29 +651,72 @@ def test_the_recipes_overlay_trains_its_models_from_the_public_reference(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.workflow
-def test_snakemake_dp_on_the_ci_config(tmp_path):
+def test_snakemake_dp_on_the_ci_config_and_its_faults(tmp_path):
+    """`snakemake dp --keep-going` on config/ci.yaml with config/dp_faults.yaml: every faulty target's
+    check job fails in one line naming it, what caught it and its accountant epsilon; the correct
+    targets pass, their bounds below their accountant epsilon, the white-box bound at epsilon 8
+    positive; the tables list every target with its recorded fault. (The no_noise target is the
+    check that config/ci.yaml alone fails a no_noise model at epsilon 1: the overlay adds models
+    only, and its white-box bound certifies more than 1.)"""
     workdir = copy_workflow(tmp_path)
     config = write_config(workdir, "ci.yaml")
-    run_snakemake(workdir, "dp", "--configfile", str(config))
+    faults = ["dp_fault_no_noise", "dp_fault_no_clipping", "dp_fault_noise_tenth", "dp_fault_wrong_sampling_rate"]
+    result = run_snakemake(workdir, "--keep-going", "dp", "--configfile", str(config), "config/dp_faults.yaml",
+                           check=False, timeout=3600)  # fmt: skip
+    output = result.stdout + result.stderr
+    errors = [line for line in output.splitlines() if line.startswith("mlmia: error:")]
+    assert result.returncode != 0 and len(errors) == 4, output[-3000:]
+    by_target = {name: [line for line in errors if f"target '{name}' " in line] for name in faults}
+    assert all(len(lines) == 1 for lines in by_target.values()), errors
+    for name, check in [("dp_fault_no_noise", "the noise check"), ("dp_fault_noise_tenth", "the noise check"),
+                        ("dp_fault_no_clipping", "the white-box one-run bound"),
+                        ("dp_fault_wrong_sampling_rate", "the Poisson batch check")]:  # fmt: skip
+        line = by_target[name][0]
+        assert check in line and "(accountant's eps = 0.9" in line and f"fault '{name[9:]}'" in line, line
+    no_noise = by_target["dp_fault_no_noise"][0]
+    assert "the white-box one-run bound eps >= " in no_noise
+    assert float(no_noise.split("the white-box one-run bound eps >= ")[1].split()[0]) > 1.0
     run = workdir / "results" / "ci"
+    correct = ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"]
+    for name in correct:
+        assert (run / "dp" / "audit" / f"{name}.passed").exists(), name
+    assert not any((run / "dp" / "audit" / f"{name}.passed").exists() for name in faults)
     summary = pd.read_csv(run / "dp" / "bounds.csv")
-    assert list(summary["target"]) == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"]
-    private = summary[summary["target"] != "dp_none"]
+    assert list(summary["target"]) == [*correct, *faults]
+    assert list(summary["verdict"]) == ["passes"] * 4 + ["fails"] * 4
+    assert list(summary["fault"].fillna("none")) == ["none"] * 4 + [name[9:] for name in faults]
+    private = summary[summary["target"].isin(correct[1:])]
     assert np.allclose(private["accountant_epsilon"], [8, 4, 1], rtol=0.02)
-    assert (private["epsilon_lb"] <= private["accountant_epsilon"]).all()
-    assert (summary["pseudo_perplexity"] > 1).all() and (summary["mlm_loss"] > 0).all()
+    for column in ("epsilon_lb", "whitebox_lb", "blackbox_lb"):
+        assert (private[column] <= private["accountant_epsilon"]).all(), column
+    eps8 = summary.set_index("target").loc["dp_eps8"]
+    assert 0 < eps8["whitebox_lb"] < 8 and eps8["checks"] == "passed"
+    assert (summary.loc[summary["target"].isin(correct), "pseudo_perplexity"] > 1).all()
     by_attack = pd.read_csv(run / "dp" / "bounds_by_attack.csv")
-    assert len(by_attack) == 4 * 12  # every attack of the zoo against every target
+    assert len(by_attack) == 4 * 12  # every attack of the zoo against every attacked target
     assert {"lira_online", "rmia", "neighbourhood", "pll_word_l2r", "blind"} <= set(by_attack["attack"])
-    # the one-run audit: 40 canaries, the included ones in every DP target's training text once each
+    # the one-run audits: white-box and black-box for each target; 40 token canaries, the included ones
+    # in every DP target's training text once each, the tokens of all 40 in its vocabulary
     one_run = pd.read_csv(run / "dp" / "one_run.csv")
+    assert sorted(one_run["audit"].unique()) == ["black-box", "white-box"] and len(one_run) == 16
+    black = one_run[one_run["audit"] == "black-box"]
     trained = pd.read_parquet(run / "corpus" / "train_target_canaries.parquet")
-    assert list(one_run["target"]) == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"] and (one_run.canaries == 40).all()
-    assert (one_run.inserted == trained.group_id.str.startswith("one_run_").sum()).all()
-    assert (one_run.epsilon_lb.iloc[1:] <= one_run.accountant_epsilon.iloc[1:]).all()
-    for name in ("dp/bounds.md", "dp/privacy_utility.png", "dp/privacy_utility.pdf", "tables/table_dp.md",
+    assert (black.canaries == 40).all() and (black.inserted == trained.group_id.str.startswith("one_run_").sum()).all()
+    assert (one_run[one_run["audit"] == "white-box"].guesses == 200).all()
+    info = json.loads((run / "models" / "dp_eps8" / "train_info.json").read_text())
+    assert info["dp"]["canaries"]["count"] == 500 and info["dp"]["fault"] is None
+    faulty = json.loads((run / "models" / "dp_fault_no_clipping" / "train_info.json").read_text())
+    assert faulty["dp"]["fault"] == "no_clipping" and 0.98 < faulty["dp"]["epsilon"] <= 1.0 + 1e-6
+    checks = pd.read_csv(run / "dp" / "checks.csv")
+    assert len(checks) == 16 and not checks.set_index("target").loc["dp_fault_no_noise"].query("check == 'noise'")[
+        "passed"].any()  # fmt: skip
+    for name in ("dp/bounds.md", "dp/one_run.md", "dp/findings.md", "dp/privacy_utility.png", "tables/table_dp.md",
                  "findings_dp.md"):  # fmt: skip
         assert (run / name).stat().st_size > 0, name
+    findings = pd.read_csv(run / "dp" / "findings.csv")
+    caught = findings[findings["finding"] == "faulty_caught"]
+    assert sorted(caught["scope"]) == sorted(faults) and caught["holds"].all()
+    assert findings.loc[findings["finding"] == "correct_passes", "holds"].all()
     # a bound above the accountant's epsilon fails the run, in one line naming target, attack and numbers
     table_path = run / "attack" / "dp_eps1_long_mimic.parquet"
     table = pd.read_parquet(table_path)
@@ -436,8 +726,9 @@ def test_snakemake_dp_on_the_ci_config(tmp_path):
     facts = json.loads(train_info.read_text())
     facts["dp"]["epsilon"] = 0.01
     train_info.write_text(json.dumps(facts))
-    result = run_snakemake(workdir, "dp", "--configfile", str(config), "--forcerun", "dp_bounds", check=False)
+    result = run_snakemake(workdir, "--configfile", str(config), "--forcerun", "dp_audit", "--",
+                           "results/ci/dp/audit/dp_eps1.passed", check=False)  # fmt: skip
     assert result.returncode != 0
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("mlmia: error:")]
-    assert errors and errors[0].startswith("mlmia: error: DP audit: target 'dp_eps1', attack '")
-    assert "exceeds the accountant's eps = 0.0100" in errors[0]
+    assert errors and errors[0].startswith("mlmia: error: DP audit: target 'dp_eps1' (accountant's eps = 0.0100")
+    assert "attack '" in errors[0] and "empirical lower bound eps >= " in errors[0]

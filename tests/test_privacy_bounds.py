@@ -12,7 +12,10 @@ from scipy import optimize, stats
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import clopper_pearson
 from mlmia.metrics.privacy_bounds import (
+    eps_delta_inverse_blow_up,
     epsilon_lower_bound,
+    fdp_one_run_epsilon,
+    fdp_one_run_refutes,
     one_run_audit,
     one_run_epsilon,
     one_run_p_value,
@@ -236,3 +239,108 @@ def test_one_run_audit_on_randomized_response_canaries():
     bounds = np.array(bounds)
     assert np.sum(bounds > eps) <= MAX_MISSES
     assert np.mean(bounds) > 0.5
+
+
+# ---------------------------------------------------------------- f-DP in one run (Mahloujifar et al.)
+
+
+def test_fdp_recursion_by_hand():
+    # pure eps-DP, v = r = 2 guesses, both right. With p = e^eps / (1 + e^eps) and e = e^-eps the
+    # recursion reads h_2 = 0, r_2 = 2 tau / m; h_1 = e r_2, r_1 = r_2 + h_1 = r_2 (1 + e);
+    # h_0 = e r_1, r_0 = r_1; r_0 + h_0 = (2 tau / m) (1 + e)^2 <= 2 / m iff tau <= p^2: the
+    # binomial tail P(Bin(2, p) = 2) of Steinke et al., so both analyses refute exactly below p^2.
+    eps, m = math.log(3), 50
+    p = 3 / 4
+    inverse = eps_delta_inverse_blow_up(eps, 0.0)
+    assert fdp_one_run_refutes(inverse, m, 2, 2, beta=p**2 + 1e-9) and not fdp_one_run_refutes(inverse, m, 2, 2, p**2)
+    # with delta: h_1 = e (r_2 - delta), r_1 = r_2 + h_1, h_0 = e (r_1 - delta): the largest
+    # consistent tau is p^2 (1 + (m delta / 2) e (2 + e)), by the same algebra
+    delta = 1e-3
+    inverse = eps_delta_inverse_blow_up(eps, delta)
+    e = 1 / 3
+    tau = p**2 * (1 + m * delta / 2 * e * (2 + e))
+    assert fdp_one_run_refutes(inverse, m, 2, 2, tau + 1e-9) and not fdp_one_run_refutes(inverse, m, 2, 2, tau - 1e-9)
+    # one guess, right: never refuted at any level below p (randomized response gets it right with p)
+    assert not fdp_one_run_refutes(eps_delta_inverse_blow_up(eps, 0.0), m, 1, 1, p - 1e-9)
+    # the inverse blow-up of (eps, delta): e^-eps (y - delta) for small y, 1 - delta - e^eps (1 - y) near 1
+    assert inverse(0.5) == pytest.approx((0.5 - delta) / 3) and inverse(0.9999) == pytest.approx(1 - delta - 3e-4)
+    assert inverse(delta / 2) == 0.0
+    with pytest.raises(UserError):
+        fdp_one_run_refutes(inverse, 10, 3, 4, 0.05)
+
+
+def test_fdp_bound_agrees_with_steinke_without_delta_and_keeps_its_power_with_it():
+    # all guesses right, delta = 0: the same closed form as Steinke et al. (q^10 = 0.05)
+    assert fdp_one_run_epsilon(100, 10, 10, beta=0.05) == pytest.approx(1.051873, abs=1e-6)
+    # some wrong, delta = 0: the two analyses within a few hundredths of each other
+    for m, r, v in [(500, 100, 95), (1000, 200, 180), (500, 100, 90)]:
+        assert fdp_one_run_epsilon(m, r, v) == pytest.approx(one_run_epsilon(m, r, v), abs=0.03)
+    # delta = 1 / 291 (the CI world's) with 500 canaries: Steinke et al.'s 2 m delta term leaves
+    # nothing, the f-DP bound keeps most of its delta = 0 value
+    assert one_run_epsilon(500, 100, 100, delta=1 / 291) == 0.0
+    assert fdp_one_run_epsilon(500, 100, 100, delta=1 / 291) > 3.2
+    by_correct = [fdp_one_run_epsilon(500, 100, v, 1e-3) for v in range(60, 101, 10)]
+    assert np.all(np.diff(by_correct) > 0)
+    by_delta = [fdp_one_run_epsilon(500, 100, 95, d) for d in (0.0, 1e-4, 1e-3, 1e-2)]
+    assert np.all(np.diff(by_delta) < 0)
+    assert fdp_one_run_epsilon(500, 100, 50) == 0.0  # chance refutes nothing
+
+
+def _guess(scores, included, k):
+    order = np.argsort(-scores, kind="stable")
+    return int(included[order[:k]].sum()) + int((~included[order[len(scores) - k :]]).sum())
+
+
+def test_fdp_bound_on_the_worst_eps_delta_mechanism():
+    # The mechanism whose trade-off curve is exactly (eps, delta)-DP's: with probability delta it
+    # reveals the canary's bit, else randomized response with eps. 1000 canaries, 100 + 100
+    # guesses; the bound stays below eps in at least 95% of repetitions (up to MAX_MISSES) and
+    # finds most of it, where Steinke et al.'s (same guesses, same delta) finds much less.
+    eps, delta, m = 1.0, 1e-3, 1000
+    rng = np.random.default_rng(11)
+    fdp, steinke = [], []
+    for _ in range(REPETITIONS):
+        included = rng.random(m) < 0.5
+        revealed = rng.random(m) < delta
+        released = np.where(rng.random(m) < rr_probability(eps), included, ~included).astype(float)
+        released = np.where(revealed, np.where(included, 2.0, -1.0), released) + 1e-3 * rng.random(m)
+        v = _guess(released, included, 100)
+        fdp.append(fdp_one_run_epsilon(m, 200, v, delta))
+        steinke.append(one_run_epsilon(m, 200, v, delta))
+    fdp, steinke = np.array(fdp), np.array(steinke)
+    assert np.sum(fdp > eps) <= MAX_MISSES
+    assert np.mean(fdp) > 0.55 and np.mean(fdp) > np.mean(steinke) + 0.2
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """The exact eps at delta of the Gaussian mechanism with sensitivity / sigma = mu (Balle and
+    Wang, ICML 2018, Theorem 8; mu-GDP, Dong, Roth and Su 2022, Corollary 2.13):
+    Phi(-eps / mu + mu / 2) - e^eps Phi(-eps / mu - mu / 2) = delta."""
+
+    def excess(eps: float) -> float:
+        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2) - delta
+
+    return optimize.brentq(excess, 0.0, 100.0, xtol=1e-10)
+
+
+def test_gaussian_mechanism_epsilon():
+    # mu = 1 is the Gaussian mechanism with sigma = 1: Opacus' PRV accountant of one unsampled step
+    # gives 4.387 at delta 1e-5 (its discretisation errs upward)
+    assert gaussian_epsilon(1.0, 1e-5) == pytest.approx(4.387, abs=0.02)
+
+
+@pytest.mark.parametrize("mu", [1.0, 2.0])
+def test_fdp_bound_on_the_gaussian_mechanism(mu):
+    # each canary's score is mu b + N(0, 1): exactly mu-GDP in its bit b, so (eps(delta), delta)-DP
+    # for the eps of `gaussian_epsilon`. The bound at delta stays below it and is positive.
+    delta, m = 1e-5, 1000
+    truth = gaussian_epsilon(mu, delta)
+    rng = np.random.default_rng(int(10 * mu))
+    bounds = []
+    for _ in range(REPETITIONS // 2):
+        included = rng.random(m) < 0.5
+        scores = mu * included + rng.normal(size=m)
+        bounds.append(fdp_one_run_epsilon(m, 200, _guess(scores, included, 100), delta))
+    bounds = np.array(bounds)
+    assert np.sum(bounds > truth) <= int(stats.binom.ppf(0.999, len(bounds), 0.05))
+    assert np.mean(bounds) > (1.2 if mu == 1.0 else 3.0)

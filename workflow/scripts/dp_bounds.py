@@ -1,30 +1,36 @@
-import pandas as pd
+import json
 
 from mlmia.core.io import write_text
-from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
-from mlmia.defences.audit import bounds_markdown, read_train_info, run_audit
-from mlmia.metrics.protocols import sample_universe
+from mlmia.defences.report import (
+    audit_findings,
+    bounds_markdown,
+    bounds_table,
+    by_attack_table,
+    checks_table,
+    findings_markdown,
+    one_run_markdown,
+    one_run_table,
+)
+from mlmia.report.finding import findings_frame
 
 
 def main(snakemake):
-    inputs, params = snakemake.input, snakemake.params
-    targets = list(params.plan)
-    attack = dict(zip(targets, (pd.read_parquet(p) for p in inputs.attack)))
-    metrics = dict(zip(targets, (pd.read_parquet(p) for p in inputs.metrics)))
-    universes = {}
-    for target, path in zip(targets, inputs.samples):
-        universes[target] = sample_universe(pd.read_parquet(path, columns=["role", "source", "group_id"]))
-    infos = {target: read_train_info(item["model_dir"]) for target, item in params.plan.items()}
-    settings = {
-        **params.settings,
-        "bootstrap": params.bootstrap["bootstrap"],
-        "bootstrap_seed": params.bootstrap["seed"],
-    }
-    summary, bounds = run_audit(params.plan, attack, metrics, infos, universes, settings, log=get_logger("dp_bounds"))
-    write_text(summary.to_csv(index=False), snakemake.output.bounds_csv)
-    write_text(bounds.to_csv(index=False), snakemake.output.by_attack)
-    write_text(bounds_markdown(summary, settings["fpr"], settings["confidence"]), snakemake.output.bounds_md)
+    output, settings = snakemake.output, snakemake.params.settings
+    audits = []
+    for path in snakemake.input:
+        with open(path) as handle:
+            audits.append(json.load(handle))
+    write_text(bounds_table(audits).to_csv(index=False), output.bounds_csv)
+    write_text(bounds_markdown(bounds_table(audits), settings["fpr"], settings["confidence"]), output.bounds_md)
+    write_text(by_attack_table(audits).to_csv(index=False), output.by_attack)
+    one_run, checks = one_run_table(audits), checks_table(audits)
+    write_text(one_run.to_csv(index=False), output.one_run_csv)
+    write_text(checks.to_csv(index=False), output.checks_csv)
+    write_text(one_run_markdown(one_run, checks, settings), output.one_run_md)
+    findings = audit_findings(audits, settings["confidence"])
+    write_text(findings_frame(findings).to_csv(index=False), output.findings_csv)
+    write_text(findings_markdown(findings, settings["confidence"]), output.findings_md)
 
 
 run_step(snakemake, main)

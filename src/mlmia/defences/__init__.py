@@ -1,18 +1,22 @@
-"""Defences against membership inference, and how far they are measured to hold.
+"""Defences against membership inference, and audits of the guarantees they claim.
 
 - `dp_sgd`: DP-SGD training of the masked language models (Abadi, Chu, Goodfellow, McMahan,
   Mironov, Talwar and Zhang, "Deep learning with differential privacy", CCS 2016) with Opacus:
   per-sample (or per-patient) gradient clipping, Poisson sampling, Gaussian noise calibrated
   to a target epsilon by the Renyi-DP accountant (Mironov, "Renyi differential privacy", CSF
-  2017); the patient-level guarantee that group privacy gives a sample-level model.
-- `audit`: empirical lower bounds on epsilon from the attacks' scores, a threshold chosen on
-  one half and the bound computed on the other (Jagielski, Ullman and Oprea, NeurIPS 2020;
-  Nasr, Song, Thakurta, Papernot and Carlini, IEEE S&P 2021), checked against the accountant's
-  epsilon; the utility of each target (held-out masked-LM loss, pseudo-perplexity); the
-  one-run audit of Steinke, Nasr and Jagielski (NeurIPS 2023) on canaries inserted with
-  probability 1/2.
+  2017); the patient-level guarantee that group privacy gives a sample-level model; faulty
+  trainers (`fault`) that the audit must catch.
+- `gradient_canaries`: white-box gradient canaries inside the DP optimizer, observed after the
+  noise at every step, their scores, and the mechanism checks (Poisson batches, noise).
+- `token_canaries`: black-box canaries of new tokens (Panda et al., ICLR 2025) and their scores.
+- `audit`: the audit of one DP target: the one-run bounds of both kinds of canaries (Steinke,
+  Nasr and Jagielski, NeurIPS 2023; the f-DP analysis of Mahloujifar, Melis and Chaudhuri, ICML
+  2025), the mechanism checks, every attack's empirical lower bound (Jagielski, Ullman and
+  Oprea, NeurIPS 2020; Nasr, Song, Thakurta, Papernot and Carlini, IEEE S&P 2021) with the
+  target's utility, and the rule that fails a target whose DP claim they refute.
+- `report`: the tables and findings over all targets.
 - `figure`: the privacy-utility figure.
-- `workflow`: what `snakemake dp` reads for each DP target (no Snakemake here).
+- `workflow`: what `snakemake dp` attacks for each DP target (no Snakemake here).
 
 The bounds themselves are `mlmia.metrics.privacy_bounds`. `docs/dp.md` says what each number
 means.

@@ -1,23 +1,37 @@
-"""The DP audit: empirical lower bounds on epsilon from the attacks' scores, the utility of each
-target, and the check that no bound exceeds the accountant's epsilon.
+"""The DP audit of one target: every check that can catch a DP claim that is not true, and the
+rule that a target fails when one does.
 
-Lower bounds (`attack_bounds`): for each attack, its member scores (`Attack.member_score`,
-higher = member) of the experiment's members and non-members go to
-`mlmia.metrics.privacy_bounds.threshold_then_bound`: each set shuffled and halved, the
-threshold chosen on one half, the bound eps >= log((TPR_low - delta) / FPR_high) (and its
-complement form) computed on the other with Clopper-Pearson limits (Jagielski, Ullman and
-Oprea, "Auditing differentially private machine learning: How private is private SGD?",
-NeurIPS 2020; Nasr, Song, Thakurta, Papernot and Carlini, "Adversary instantiation: Lower
-bounds for differentially private machine learning", IEEE S&P 2021). A target's best bound is
-the largest over its attacks; each is computed at confidence 1 - (1 - c) / (number of
-attacks), so that all of them, and hence the best, hold together with confidence c
-(Bonferroni). delta is the accountant's (1 / training lines).
+What is checked (`audit_target`), each against the accountant's epsilon at its delta (from the
+target's train_info.json, `accountant_record`):
 
-What the bound assumes and what it does not (docs/dp.md): the Clopper-Pearson limits treat
-the samples as independent trials, while here they come from one trained model and members
-enter as whole patients; the bound is the usual single-run membership-inference audit, not a
-certificate. A bound above the accountant's epsilon is nevertheless a bug (in the training,
-the accounting or the bound), never a result: `check_bounds` fails the run.
+- the white-box one-run audit (`mlmia.defences.gradient_canaries`): the gradient canaries'
+  scores, guesses on the highest and lowest (`one_run_canary_audit`), and two lower bounds on
+  epsilon at the accountant's delta, Steinke, Nasr and Jagielski's (NeurIPS 2023) and the f-DP
+  analysis of the same guesses (Mahloujifar, Melis and Chaudhuri, ICML 2025), each at
+  confidence 1 - (1 - c) / 2 so that both hold together with confidence c;
+- the mechanism checks of the same run (`mechanism_checks`: the Poisson batches against q n,
+  the noise on canary-free coordinates against sigma C / expected batch), each failing below
+  its level (`dp_audit.check_level`);
+- the black-box one-run audit on the final model (`mlmia.defences.token_canaries`: canaries of
+  new tokens, the same guesses and bounds);
+- for the targets of the tables spec's group dp, every attack of the zoo
+  (`attack_bounds`: threshold chosen on one half of members and non-members, the bound
+  eps >= log((TPR_low - delta) / FPR_high) and its complement form computed on the other with
+  Clopper-Pearson limits; Jagielski, Ullman and Oprea, NeurIPS 2020; Nasr, Song, Thakurta,
+  Papernot and Carlini, IEEE S&P 2021; all attacks of a target together at confidence c,
+  Bonferroni), with the target's utility (`utility`) and strongest attack (`strongest`).
+
+A bound above the accountant's epsilon, or a failed mechanism check, is a bug in the training,
+the accounting or the bound, never a result: `target_failures` names each, `check_target`
+fails the target's check job in one line naming the target, every failing check or bound and
+the accountant's epsilon. Each family (white-box, black-box canaries, attacks) holds with
+confidence c on its own; a correct trainer fails a family's rule with probability at most
+1 - c, and a mechanism check with probability at most its level.
+
+What the attack bounds assume and what they do not (docs/dp.md): the Clopper-Pearson limits
+treat the samples as independent trials, while here they come from one trained model and
+members enter as whole patients. The one-run bounds need no such assumption: the canaries'
+inclusion is randomised independently.
 
 Utility (`utility`): on the experiment's non-member samples, the held-out masked-LM loss is the
 mean over samples of the masked energy (each sample's cross-entropy at ceil(0.15 T) masked
@@ -27,9 +41,6 @@ mean cross-entropy over the sample's T_i content tokens), i.e. exp of the per-to
 pseudo-log-likelihood averaged over all tokens of all non-member samples (Salazar, Liang,
 Nguyen and Kirchhoff, "Masked language model scoring", ACL 2020). Intervals: 95% percentile
 intervals from the patient bootstrap (`mlmia.metrics.bootstrap`, the metrics' own replicates).
-
-`one_run_canary_audit`: the one-run audit of Steinke, Nasr and Jagielski ("Privacy auditing
-with one (1) training run", NeurIPS 2023) on canaries each inserted with probability 1/2.
 """
 
 from __future__ import annotations
@@ -43,10 +54,14 @@ import pandas as pd
 
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
+from mlmia.defences.gradient_canaries import canary_scores, mechanism_checks
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.metrics.privacy_bounds import one_run_audit, threshold_then_bound
-from mlmia.report.markdown import markdown_table
+from mlmia.metrics.privacy_bounds import fdp_one_run_epsilon, one_run_correct, one_run_epsilon, threshold_then_bound
+
+#: the one-run audits of a target: gradient canaries during training, token canaries on the final model
+AUDITS = ("white-box", "black-box")
+TOLERANCE = 1e-9
 
 BOUND_COLUMNS = ["target", "attack", "label", "epsilon_lb", "threshold", "confidence", "delta", "members",
                  "nonmembers"]  # fmt: skip
@@ -79,21 +94,6 @@ def attack_bounds(
         rows.append((target, name, attack.label or name, bound, threshold, each, delta, int(members.sum()),
                      int(nonmembers.sum())))  # fmt: skip
     return pd.DataFrame(rows, columns=BOUND_COLUMNS)
-
-
-def check_bounds(bounds: pd.DataFrame, accountant: dict[str, float | None], tolerance: float = 1e-9) -> None:
-    """Every bound stays at or below its target's accountant epsilon (None or inf: no DP, no
-    check); else one UserError line naming the target, the attack and both numbers."""
-    for row in bounds.itertuples(index=False):
-        epsilon = accountant.get(row.target)
-        if epsilon is None or not math.isfinite(epsilon):
-            continue
-        if row.epsilon_lb > epsilon + tolerance:
-            raise UserError(
-                f"DP audit: target {row.target!r}, attack {row.attack!r}: empirical lower bound eps >= "
-                f"{row.epsilon_lb:.4f} exceeds the accountant's eps = {epsilon:.4f}: a bug in the training, the "
-                "accounting or the bound, not a result"
-            )
 
 
 def _resampled(table: pd.DataFrame, universe: dict | None, seed: int, bootstrap: int):
@@ -143,18 +143,18 @@ def utility(
 def one_run_canary_audit(
     scores: np.ndarray,
     included: np.ndarray,
-    guess_share: float = 0.1,
+    guess_share: float = 0.2,
     delta: float = 0.0,
     beta: float = 0.05,
 ) -> dict:
-    """The one-run lower bound on epsilon of Steinke, Nasr and Jagielski (NeurIPS 2023) from m
-    canaries each inserted into the training text independently with probability 1/2
-    (`included`, the true bits) and the auditor's scores (higher = inserted; e.g. a member score
-    of an attack). The auditor guesses "in" for the ceil(`guess_share` m / 2) highest scores and
-    "out" for as many lowest, abstaining on the rest; `guess_share` is fixed before the scores
-    are seen (trying several spends the confidence). Returns the counts and the bound
-    (`mlmia.metrics.privacy_bounds.one_run_audit`), valid with probability 1 - `beta`; delta: the
-    accountant's (per canary, i.e. per inserted line)."""
+    """The one-run audit of m canaries each included with probability 1/2 (`included`, the true
+    bits) from the auditor's scores (higher = included). The auditor guesses "in" for the
+    ceil(`guess_share` m / 2) highest scores and "out" for as many lowest, abstaining on the rest;
+    `guess_share` is fixed before the scores are seen (trying several spends the confidence).
+    Two lower bounds on epsilon at `delta` (the accountant's, per canary) from the same guesses,
+    each valid with probability 1 - `beta` / 2, so that both, and their maximum `epsilon_lb`, hold
+    with probability 1 - `beta`: `steinke_lb` (Steinke, Nasr and Jagielski, NeurIPS 2023,
+    `one_run_epsilon`) and `fdp_lb` (the f-DP analysis, `fdp_one_run_epsilon`)."""
     scores = np.asarray(scores, dtype=float).ravel()
     bits = np.asarray(included).ravel()
     m = len(scores)
@@ -165,111 +165,12 @@ def one_run_canary_audit(
             f"one_run_canary_audit: need at least 2 canaries with one inclusion bit each, got {m}, {len(bits)}"
         )
     k = min(m // 2, math.ceil(guess_share * m / 2))
-    epsilon = one_run_audit(scores, bits, k, k, delta=delta, beta=beta)
-    order = np.argsort(-scores, kind="stable")
-    bits = bits.astype(bool)
-    correct = int(bits[order[:k]].sum()) + int((~bits[order[m - k :]]).sum())
-    return {"canaries": m, "inserted": int(bits.sum()), "guesses": 2 * k, "correct": correct, "epsilon_lb": epsilon,
-            "beta": beta, "delta": delta}  # fmt: skip
-
-
-ONE_RUN_COLUMNS = ["target", "canaries", "inserted", "guesses", "correct", "epsilon_lb", "beta", "delta",
-                   "accountant_epsilon"]  # fmt: skip
-
-
-def one_run_audits(
-    scores: dict[str, np.ndarray],
-    included: np.ndarray,
-    train_infos: dict[str, dict | None],
-    guess_share: float,
-    confidence: float = 0.95,
-) -> pd.DataFrame:
-    """The one-run audit (`one_run_canary_audit`) of each DP target from its canary scores, at
-    the target's accountant delta and confidence `confidence` per target; one row per target
-    (`ONE_RUN_COLUMNS`). A bound above the accountant's epsilon fails (`check_bounds`)."""
-    rows = []
-    for target, score in scores.items():
-        record = accountant_record(train_infos.get(target), target)
-        found = one_run_canary_audit(score, included, guess_share, delta=record["delta"], beta=1.0 - confidence)
-        rows.append({"target": target, **found, "accountant_epsilon": record["accountant_epsilon"]})
-    table = pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
-    check_bounds(table.assign(attack="one-run canaries"), dict(zip(table["target"], table["accountant_epsilon"])))
-    return table
-
-
-def one_run_markdown(table: pd.DataFrame, template: str, digits: int) -> str:
-    """The one-run audit as Markdown, with a note on what it measures."""
-    header = ["target", "accountant ε (δ)", "canaries (inserted)", "guesses", "correct", "lower bound on ε"]
-    body = []
-    for row in table.itertuples(index=False):
-        eps = row.accountant_epsilon
-        accountant = "no DP" if not math.isfinite(eps) else f"{_format(eps, 2)} ({row.delta:.2g})"
-        body.append([row.target, accountant, f"{row.canaries} ({row.inserted})", row.guesses, row.correct,
-                     _format(row.epsilon_lb)])  # fmt: skip
-    notes = [
-        "",
-        f"One training run per target (Steinke, Nasr and Jagielski, NeurIPS 2023): canaries of the template "
-        f"{template!r} with {digits}-digit secrets, each added to the target's training text once with probability "
-        "1/2. Score: the log-probability of a canary's own secret with all its digits masked. The auditor guesses "
-        "'inserted' for the highest scores and 'not inserted' for as many lowest (guesses), abstaining on the rest; "
-        f"the bound holds with probability {1 - table['beta'].iloc[0]:g} at the accountant's δ."
-        if len(table)
-        else "",
-    ]
-    return "\n".join([markdown_table(header, body), *notes]) + "\n"
-
-
-# ----------------------------------------------------------------------------------- the report
-
-
-def _format(value: float, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n.a."
-    if isinstance(value, float) and math.isinf(value):
-        return "∞"
-    return f"{value:.{digits}f}"
-
-
-def _interval(row: pd.Series, key: str, digits: int = 3, scale: float = 1.0) -> str:
-    value = row[key] * scale
-    low, high = row[f"{key}_ci_low"] * scale, row[f"{key}_ci_high"] * scale
-    if isinstance(value, float) and math.isnan(value):
-        return "n.r."
-    text = _format(value, digits)
-    return text if math.isnan(low) else f"{text} [{_format(low, digits)}, {_format(high, digits)}]"
-
-
-def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
-    """The per-target table as Markdown, with notes saying what each column means."""
-    header = ["target", "accountant ε (δ)", "patient-level ε (δ)", "best lower bound on ε", "attack",
-              "strongest attack", "AUC", f"TPR@{fpr:g}FPR (%)", "MLM loss", "pseudo-perplexity"]  # fmt: skip
-    body = []
-    for _, row in table.iterrows():
-        eps = row["accountant_epsilon"]
-        accountant = "no DP" if not math.isfinite(eps) else f"{_format(eps, 2)} ({row['delta']:.2g})"
-        patient = (
-            "n.a." if not math.isfinite(row["patient_epsilon"])
-            else f"{_format(row['patient_epsilon'], 2)} ({'vacuous' if row['patient_vacuous'] else format(row['patient_delta'], '.2g')})"
-        )  # fmt: skip
-        cells = [row["target"], accountant, patient, _format(row["epsilon_lb"]), row["bound_attack"],
-                 row["strongest_attack"], _interval(row, "auc"), _interval(row, "tpr", 1),
-                 _interval(row, "mlm_loss"), _interval(row, "pseudo_perplexity", 2)]  # fmt: skip
-        body.append(cells)
-    notes = [
-        "",
-        "Accountant ε: the privacy accountant's epsilon (Opacus, Rényi DP) of the DP-SGD run at δ = 1 / training "
-        "lines (sample-level). Patient-level: the accountant's own for patient-level DP-SGD, else group privacy over "
-        "the k lines of the patient with the most, (kε, k e^((k-1)ε) δ); vacuous when that δ is at least 1.",
-        f"Best lower bound: the largest over the attacks of the empirical lower bound on ε (threshold chosen on one "
-        f"half of members and non-members, bound on the other; Clopper-Pearson; all attacks of a target hold together "
-        f"with confidence {confidence:g}, Bonferroni), at the accountant's δ; attack: the attack that gave it "
-        "(bounds_by_attack.csv holds every attack's). A bound above the accountant's ε fails the run.",
-        "Strongest attack: the attack with the highest AUC on that target; AUC and TPR (in %) are its, with the "
-        "patient-bootstrap 95% interval in brackets (n.r.: FPR below 1 / non-members, not resolvable).",
-        "MLM loss: mean masked energy of the non-member samples (held-out masked-LM loss, nats); pseudo-perplexity: "
-        "exp of the token-weighted mean normalized energy of the same samples; 95% patient-bootstrap intervals.",
-    ]
-    return "\n".join([markdown_table(header, body), *notes]) + "\n"
+    correct = one_run_correct(scores, bits, k, k)
+    steinke = one_run_epsilon(m, 2 * k, correct, delta, beta / 2)
+    fdp = fdp_one_run_epsilon(m, 2 * k, correct, delta, beta / 2)
+    return {"canaries": m, "inserted": int(bits.astype(bool).sum()), "guesses": 2 * k, "correct": correct,
+            "steinke_lb": steinke, "fdp_lb": fdp, "epsilon_lb": max(steinke, fdp), "beta": beta,
+            "delta": delta}  # fmt: skip
 
 
 def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:
@@ -292,7 +193,7 @@ def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:
             "tpr": tpr[0], "tpr_ci_low": tpr[1], "tpr_ci_high": tpr[2]}  # fmt: skip
 
 
-# ----------------------------------------------------------------------------------- one run of the audit
+# ----------------------------------------------------------------------------------- one target
 
 
 def read_train_info(model_dir) -> dict | None:
@@ -318,6 +219,7 @@ def accountant_record(info: dict | None, target: str) -> dict:
         "target_epsilon": math.nan if dp.get("target_epsilon") is None else float(dp["target_epsilon"]),
         "delta": float(dp["delta"]),
         "unit": dp.get("unit", "sample"),
+        "fault": dp.get("fault"),
         "noise_multiplier": float(dp.get("noise_multiplier", math.nan)),
         "max_grad_norm": math.nan if dp.get("max_grad_norm") is None else float(dp["max_grad_norm"]),
         "clipped_share": math.nan if dp.get("clipped_share") is None else float(dp["clipped_share"]),
@@ -329,41 +231,97 @@ def accountant_record(info: dict | None, target: str) -> dict:
     }
 
 
-def run_audit(
-    plan: dict[str, dict],
-    attack_tables: dict[str, pd.DataFrame],
-    metrics_tables: dict[str, pd.DataFrame],
-    train_infos: dict[str, dict | None],
-    universes: dict[str, dict],
+def attack_audit(
+    item: dict,
+    table: pd.DataFrame,
+    metrics: pd.DataFrame,
+    record: dict,
+    universe: dict | None,
     settings: dict,
-    log=None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The audit of every DP target of `plan` (`mlmia.defences.workflow.audit_plan`): (one row per
-    target, one row per target and attack). `settings`: confidence, seed, fpr (config
-    `dp_audit`), bootstrap and bootstrap_seed (the metrics'). Fails (`check_bounds`) when a bound
-    exceeds its target's accountant epsilon, after logging every bound."""
-    summary, bounds = [], []
-    for target, item in plan.items():
-        where = f"DP audit: target {target!r} (experiment {item['experiment']!r})"
-        record = accountant_record(train_infos.get(target), target)
-        table = attack_tables[target]
-        found = attack_bounds(table, item["attacks"], record["delta"], settings["confidence"], settings["seed"], target)
-        bounds.append(found)
-        best = found.loc[found["epsilon_lb"].idxmax()] if found["epsilon_lb"].max() > 0 else None
-        row = {"target": target, "experiment": item["experiment"], **record,
-               "epsilon_lb": float(found["epsilon_lb"].max()),
+    target: str,
+) -> tuple[dict, pd.DataFrame]:
+    """The attacks' part of a target's audit (`mlmia.defences.workflow.audit_plan`'s `item`): one
+    row per attack (`attack_bounds`), and the target's best bound, strongest attack and utility.
+    `settings`: confidence, seed, fpr (config `dp_audit`), bootstrap and bootstrap_seed (the metrics')."""
+    where = f"DP audit: target {target!r} (experiment {item['experiment']!r})"
+    found = attack_bounds(table, item["attacks"], record["delta"], settings["confidence"], settings["seed"], target)
+    best = found.loc[found["epsilon_lb"].idxmax()] if found["epsilon_lb"].max() > 0 else None
+    summary = {"experiment": item["experiment"], "epsilon_lb": float(found["epsilon_lb"].max()),
                "bound_attack": best["attack"] if best is not None else "none (all 0)",
                "bound_threshold": float(best["threshold"]) if best is not None else math.nan,
                "members": int(found["members"].iloc[0]), "nonmembers": int(found["nonmembers"].iloc[0]),
-               **strongest(metrics_tables[target], list(item["attacks"]), settings["fpr"]),
-               **utility(table, item["masked_column"], item["normalized_column"], universes.get(target),
+               **strongest(metrics, list(item["attacks"]), settings["fpr"]),
+               **utility(table, item["masked_column"], item["normalized_column"], universe,
                          settings["bootstrap_seed"], settings["bootstrap"], where)}  # fmt: skip
-        summary.append(row)
-    summary = pd.DataFrame(summary)
-    bounds = pd.concat(bounds, ignore_index=True)
-    if log is not None:
-        for row in bounds.itertuples(index=False):
-            eps = summary.set_index("target").loc[row.target, "accountant_epsilon"]
-            log.info("%s / %s: eps >= %.4f (accountant eps %s)", row.target, row.attack, row.epsilon_lb, eps)
-    check_bounds(bounds, dict(zip(summary["target"], summary["accountant_epsilon"])))
-    return summary, bounds
+    return summary, found
+
+
+def audit_target(
+    target: str,
+    info: dict | None,
+    settings: dict,
+    *,
+    whitebox: dict | None = None,
+    blackbox: tuple[np.ndarray, np.ndarray] | None = None,
+    attacks: tuple[dict, pd.DataFrame] | None = None,
+) -> dict:
+    """Everything the audit checks of one DP target (module docstring), as one JSON-ready record:
+    target, accountant (`accountant_record`), canary_audits (one per `AUDITS` run), checks (the
+    mechanism checks), attacks (rows of `attack_bounds`) and attack_summary, failures
+    (`target_failures`). `whitebox`: the gradient canaries' observations
+    (`mlmia.defences.gradient_canaries.read_record`); `blackbox`: (scores, inclusion bits) of the
+    token canaries; `attacks`: (summary, bounds) of `attack_audit`. `settings`: confidence,
+    check_level, and the canaries' guess_share and score (config `dp_audit`)."""
+    record = accountant_record(info, target)
+    beta = 1.0 - settings["confidence"]
+    audits, checks = [], []
+    if whitebox is not None:
+        score = settings["gradient_canaries"]["score"]
+        found = one_run_canary_audit(canary_scores(whitebox, score), whitebox["included"],
+                                     settings["gradient_canaries"]["guess_share"], record["delta"], beta)  # fmt: skip
+        audits.append({"audit": "white-box", "score": score, **found})
+        checks = mechanism_checks(whitebox, settings["check_level"])
+    if blackbox is not None:
+        found = one_run_canary_audit(blackbox[0], blackbox[1], settings["canaries"]["guess_share"], record["delta"],
+                                     beta)  # fmt: skip
+        audits.append({"audit": "black-box", "score": "token log-probability", **found})
+    summary, bounds = attacks if attacks is not None else ({}, pd.DataFrame(columns=BOUND_COLUMNS))
+    out = {"target": target, "accountant": record, "canary_audits": audits, "checks": checks,
+           "attacks": bounds.to_dict(orient="records"), "attack_summary": summary}  # fmt: skip
+    out["failures"] = target_failures(out)
+    return out
+
+
+def target_failures(audit: dict) -> list[str]:
+    """What fails a target's audit, one phrase each: a mechanism check below its level; a canary
+    or attack bound above the accountant's epsilon (none without DP: no claim)."""
+    failures = [f"the {row['check']} check ({row['detail']}; p = {row['p_value']:.2g} < {row['level']:g})"
+                for row in audit["checks"] if not row["passed"]]  # fmt: skip
+    epsilon = audit["accountant"]["accountant_epsilon"]
+    if not math.isfinite(epsilon):
+        return failures
+    for row in audit["canary_audits"]:
+        if row["epsilon_lb"] > epsilon + TOLERANCE:
+            failures.append(f"the {row['audit']} one-run bound eps >= {row['epsilon_lb']:.4f} (f-DP {row['fdp_lb']:.4f}, "
+                            f"Steinke et al. {row['steinke_lb']:.4f}; {row['correct']} of {row['guesses']} guesses)")  # fmt: skip
+    for row in audit["attacks"]:
+        if row["epsilon_lb"] > epsilon + TOLERANCE:
+            failures.append(f"attack {row['attack']!r}: empirical lower bound eps >= {row['epsilon_lb']:.4f}")
+    return failures
+
+
+def check_target(audit: dict) -> None:
+    """A target's audit passes, or one UserError line naming the target, its accountant epsilon and
+    every failure (`target_failures`)."""
+    failures = audit["failures"]
+    if not failures:
+        return
+    record = audit["accountant"]
+    claim = f"accountant's eps = {record['accountant_epsilon']:.4f} at delta {record['delta']:.2g}"
+    if not math.isfinite(record["accountant_epsilon"]):
+        claim = "trained without DP"
+    recorded = f"; train_info.json records fault {record['fault']!r}" if record.get("fault") else ""
+    raise UserError(
+        f"DP audit: target {audit['target']!r} ({claim}{recorded}) fails {len(failures)} check(s): "
+        f"{'; '.join(failures)}: a bug in the training, the accounting or the bound, not a result"
+    )

@@ -34,6 +34,17 @@ BERT ties the output projection to the word embeddings: Opacus adds both uses' p
 gradients; the LM head's own `bias` is the decoder's bias, whose per-sample gradient the
 decoder's hook computes, so the head module itself contributes none (`_prepare_opacus`).
 
+Gradient canaries (`canaries`, `mlmia.defences.gradient_canaries`): m extra units on
+coordinates the forward pass never reads, clipped and noised by the same optimizer, whose
+privatised gradient is recorded at every step for the white-box audit.
+
+Faults (`fault`), trainers the audit must catch: the training does the faulty thing while the
+accountant reports the intended epsilon, and train_info.json records the fault. ``no_noise``:
+sigma 0 in the optimizer; ``noise_tenth``: sigma / 10; ``no_clipping``: the optimizer's clipping
+norm 1e20, its noise multiplier scaled so that the noise stays sigma C; ``wrong_sampling_rate``:
+the accountant is told q / 10 (sigma is chosen for it, and the epsilon reported is for it) while
+the batches are drawn with q.
+
 `epsilon: null` trains in the same loop (Poisson sampling, per-unit loss) without
 clipping or noise: the non-private baseline that differs from the private targets only in the
 privacy mechanism. Randomness: batches from a seeded generator, noise from another (seeded;
@@ -54,6 +65,7 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.defences.gradient_canaries import GradientCanaries, canary_settings
 from mlmia.models.loading import load_tokenizer, resolve_device
 from mlmia.models.objectives import MaskedBatch, Objective, make_objective
 from mlmia.models.optimizer import adamw_with_schedule
@@ -63,9 +75,12 @@ from mlmia.models.training import initial_model, model_settings, save_model
 log = get_logger(__name__)
 
 #: the keys of a model's `dp:` setting and their defaults
-DP_DEFAULTS: dict = {"epsilon": None, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample"}
+DP_DEFAULTS: dict = {"epsilon": None, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample",
+                     "fault": None, "canaries": None}  # fmt: skip
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
+#: faulty trainers the audit must catch (module docstring)
+FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate")
 #: the clipping norm standing in for "no clipping" when epsilon is null (noise 0 x C stays 0)
 NO_CLIP = 1e20
 
@@ -96,6 +111,12 @@ def dp_settings(value) -> dict:
         )
     if out["unit"] not in UNITS:
         raise UserError(f"model config: dp.unit must be one of {', '.join(UNITS)}, got {out['unit']!r}")
+    if out["fault"] is not None:
+        if out["fault"] not in FAULTS:
+            raise UserError(f"model config: dp.fault must be one of {', '.join(FAULTS)}, got {out['fault']!r}")
+        if out["epsilon"] is None:
+            raise UserError("model config: dp.fault needs an epsilon (a claim the fault breaks)")
+    out["canaries"] = canary_settings(out["canaries"])
     return out
 
 
@@ -163,22 +184,44 @@ def pool_by_unit(grad_sample, owner, weights, n_units: int):
     return grad_sample.new_zeros(shape).index_add_(0, owner, scaled)
 
 
-def _noise_only_step(optimizer) -> None:
-    """An empty Poisson batch: the step still adds the noise (to a zero gradient), as the
-    accountant assumes; skipping it would make the release depend on the batch being empty."""
+def _empty_batch(optimizer) -> None:
+    """An empty Poisson batch: no per-sample gradient, and the step still adds the noise (to a
+    zero gradient), as the accountant assumes; skipping it would make the release depend on the
+    batch being empty."""
     import torch
 
     for p in optimizer.params:
         p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
-    optimizer.step()
 
 
-def _unit_norms(optimizer):
-    """Each unit's L2 gradient norm over all parameters (what DP-SGD clips)."""
+def _apply_fault(optim, fault: str | None) -> None:
+    """Make the DP optimizer do the faulty thing (module docstring); the accountant is not told."""
+    if fault == "no_noise":
+        optim.noise_multiplier = 0.0
+    elif fault == "noise_tenth":
+        optim.noise_multiplier = optim.noise_multiplier / 10.0
+    elif fault == "no_clipping":  # the noise's standard deviation, noise_multiplier x max_grad_norm, stays sigma C
+        optim.noise_multiplier = optim.noise_multiplier * optim.max_grad_norm / NO_CLIP
+        optim.max_grad_norm = NO_CLIP
+
+
+def accountant_epsilon(accountant: str, sigma: float, sample_rate: float, steps: int, delta: float) -> float:
+    """The accountant's epsilon at `delta` for `steps` steps of the sampled Gaussian mechanism with
+    noise multiplier `sigma` and Poisson rate `sample_rate` (Opacus' accountant of that name; what
+    its step hook would have recorded for a run that did what it claims)."""
+    from opacus.accountants import create_accountant
+
+    found = create_accountant(mechanism=accountant)
+    found.history = [(float(sigma), float(sample_rate), int(steps))] if steps else []
+    return float(found.get_epsilon(delta)) if steps else 0.0
+
+
+def _unit_norms(params):
+    """Each unit's L2 gradient norm over the model's parameters (what DP-SGD clips)."""
     import torch
 
-    samples = optimizer.grad_samples
-    return torch.stack([g.reshape(len(g), -1).norm(2, dim=-1) for g in samples], dim=1).norm(2, dim=1)
+    return torch.stack([p.grad_sample.reshape(len(p.grad_sample), -1).norm(2, dim=-1) for p in params],
+                       dim=1).norm(2, dim=1)  # fmt: skip
 
 
 def train_mlm_dp(
@@ -280,16 +323,30 @@ def train_mlm_dp(
               "loss_reduction": "mean", "noise_generator": noise_gen}  # fmt: skip
     private = dp["epsilon"] is not None
     clip = float(dp["max_grad_norm"]) if private else NO_CLIP
-    if private:
+    sample_rate = 1.0 / steps_per_epoch  # what the batches are drawn with (Opacus' Poisson sampler)
+    # the rate the accountant is told: the training's, but for the fault that tells it q / 10
+    claimed_rate = sample_rate / 10.0 if dp["fault"] == "wrong_sampling_rate" else sample_rate
+    sigma = 0.0
+    if private:  # as Opacus' make_private_with_epsilon, for the claimed rate over the planned steps
+        from opacus.accountants.utils import get_noise_multiplier
+
         try:
-            gsm, optim, loader = engine.make_private_with_epsilon(
-                **common, target_epsilon=float(dp["epsilon"]), target_delta=delta, epochs=epochs, max_grad_norm=clip
-            )
+            sigma = get_noise_multiplier(target_epsilon=float(dp["epsilon"]), target_delta=delta,
+                                         sample_rate=claimed_rate, steps=int(epochs / sample_rate),
+                                         accountant=dp["accountant"])  # fmt: skip
         except ValueError as exc:  # Opacus: "The privacy budget is too low."
             raise UserError(f"model config: dp.epsilon {dp['epsilon']}: no noise level reaches it ({exc})") from None
-    else:
-        gsm, optim, loader = engine.make_private(**common, noise_multiplier=0.0, max_grad_norm=clip)
+    gsm, optim, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip)
+    divisor = float(optim.expected_batch_size)
+    _apply_fault(optim, dp["fault"])
+    canaries = None
+    if dp["canaries"] is not None:
+        canaries = GradientCanaries(dp["canaries"], float(dp["max_grad_norm"]), sample_rate, dev)
+        canaries.attach(optim)
+        # the schedule again, now over the canaries' group too (its rate is 0 whatever the factor)
+        sched = torch.optim.lr_scheduler.LambdaLR(base_optim, [*sched.lr_lambdas, sched.lr_lambdas[0]])
     net = gsm._module
+    trained = [p for p in net.parameters() if p.requires_grad]  # the model's (not the canaries')
 
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -297,9 +354,10 @@ def train_mlm_dp(
     crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
     log.info(
         "%s: DP-SGD (%s), %d texts in %d %s units, %d tokens, %d epochs, %d steps, expected batch %d, lr %g, "
-        "target eps %s at delta %.3g, sigma %.4g, C %g, %d thread(s), device %s",
+        "target eps %s at delta %.3g, sigma %.4g, C %g, %s gradient canaries, fault %s, %d thread(s), device %s",
         record.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
-        batch_size, cfg["lr"], dp["epsilon"], delta, optim.noise_multiplier, clip, threads, dev,
+        batch_size, cfg["lr"], dp["epsilon"], delta, sigma, clip, canaries.count if canaries else "no",
+        dp["fault"] or "none", threads, dev,
     )  # fmt: skip
 
     step = 0
@@ -318,7 +376,7 @@ def train_mlm_dp(
                 lines = np.asarray(units, dtype=np.int64)
             optim.zero_grad(set_to_none=True)
             if len(lines) == 0:
-                _noise_only_step(optim)
+                _empty_batch(optim)
                 empty += 1
             else:
                 rows_ids = [seqs[i] for i in lines]
@@ -345,14 +403,16 @@ def train_mlm_dp(
                 loss = per_row.mean()
                 loss.backward()
                 if unit_lines is not None:  # the patient's gradient: the mean of its lines'
-                    for p in optim.params:
+                    for p in trained:
                         p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), len(units))
                 with torch.no_grad():
-                    norms = _unit_norms(optim)
-                clipped += int((norms > clip).sum())
+                    norms = _unit_norms(trained)
+                clipped += int((norms > optim.max_grad_norm).sum())  # what the optimizer clips
                 seen += len(norms)
-                optim.step()
                 record.add_loss(float(loss.detach()))
+            if canaries is not None:
+                canaries.add_rows(len(units))
+            optim.step()  # clip, noise, scale; the step hook (accountant, canaries); AdamW
             sched.step()
             step += 1
             record.end_step(epoch, step, base_optim.param_groups[0]["lr"])
@@ -363,20 +423,27 @@ def train_mlm_dp(
             break
     record.finish(epoch, step, base_optim.param_groups[0]["lr"])
 
-    epsilon = float(engine.get_epsilon(delta)) if private else math.inf
+    # the accountant's epsilon for the claim (sigma, the claimed rate, the steps run): for a run
+    # without fault the same as Opacus' step hook records, for a faulty one what it would claim
+    epsilon = accountant_epsilon(dp["accountant"], sigma, claimed_rate, step, delta) if private else math.inf
     model = gsm.to_standard_module()
     model.eval()
     save_model(model, tokenizer, out_dir)
+    if canaries is not None:
+        canaries.save(out_dir)
     info_dp = {
         "unit": dp["unit"],
         "target_epsilon": dp["epsilon"],
         "epsilon": epsilon if private else None,
         "delta": delta,
         "accountant": dp["accountant"],
-        "noise_multiplier": float(optim.noise_multiplier),
+        "noise_multiplier": sigma,
         "max_grad_norm": float(dp["max_grad_norm"]) if private else None,
-        "sample_rate": 1.0 / steps_per_epoch,
-        "expected_batch_size": n_units / steps_per_epoch,
+        "sample_rate": claimed_rate,
+        "expected_batch_size": n_units * claimed_rate,
+        "gradient_divisor": divisor,
+        "fault": dp["fault"],
+        "canaries": canaries.facts() if canaries is not None else None,
         "units": n_units,
         "steps": step,
         "empty_batches": empty,
@@ -391,7 +458,7 @@ def train_mlm_dp(
     log.info(
         "%s: done in %.1f s, final loss %.3f; accountant eps %.3f at delta %.3g (sigma %.4g, %d steps, %.0f%% of "
         "unit gradients clipped, %d empty batches)",
-        info["name"], record.train_seconds, info["final_loss"], epsilon, delta, optim.noise_multiplier, step,
+        info["name"], record.train_seconds, info["final_loss"], epsilon, delta, sigma, step,
         100 * (info_dp["clipped_share"] or 0.0), empty,
     )  # fmt: skip
     return info

@@ -38,7 +38,8 @@ def sns_palette(n: int) -> list:
 
 
 def privacy_utility_figure(table: pd.DataFrame, fpr: float, style: dict, outputs: list[str]) -> None:
-    """Draw the figure from the audit's per-target table and write it to every path (PNG, PDF)."""
+    """Draw the figure from the audit's per-target table and write it to every path (PNG, PDF);
+    the targets without an attack audit are left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,6 +48,8 @@ def privacy_utility_figure(table: pd.DataFrame, fpr: float, style: dict, outputs
     from mlmia.report.figures import apply_style
 
     style = apply_style(style)
+    # the targets the zoo's attacks audit (others, e.g. faulty trainers, have no AUC or utility)
+    table = table[table["auc"].notna()].reset_index(drop=True) if "auc" in table.columns else table.iloc[:0]
     fig, axes = plt.subplots(1, 2, figsize=(style["width"] * 2, style["height"] * 1.2))
     x = table["pseudo_perplexity"].to_numpy(dtype=float)
     xerr = _errors(table, "pseudo_perplexity")

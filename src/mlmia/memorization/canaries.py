@@ -164,44 +164,6 @@ def draw_candidates(template: str, digits: int, count: int, exclude: Sequence[st
     )
 
 
-def draw_one_run_canaries(template: str, digits: int, count: int, seed: int) -> pd.DataFrame:
-    """The canaries of a one-run audit (Steinke, Nasr and Jagielski, "Privacy auditing with one
-    (1) training run", NeurIPS 2023): `count` distinct secrets, uniform over the 10^d secrets,
-    each inserted into the training text once with probability 1/2, independently of the others
-    and of the secrets. Columns: canary_id, secret, text, included (the true inclusion bits)."""
-    if count < 2:
-        raise UserError(f"one-run canaries: at least 2 are needed, got {count}")
-    split_template(template)
-    _check_space(digits, count)
-    rng = np.random.default_rng([seed, 2])
-    secrets = [f"{v:0{digits}d}" for v in _distinct_secrets(rng, digits, count, set())]
-    width = len(str(count - 1))
-    return pd.DataFrame(
-        {
-            "canary_id": [f"one_run_{i:0{width}d}" for i in range(count)],
-            "secret": secrets,
-            "text": [render(template, s) for s in secrets],
-            "included": rng.random(count) < 0.5,
-        }
-    )
-
-
-def with_included_canaries(text: pd.DataFrame, canaries: pd.DataFrame) -> pd.DataFrame:
-    """A training table (sample_id, group_id, text) with each included canary added once as a
-    line of its own, its canary id as both sample and group id (its own unit of privacy)."""
-    chosen = canaries[canaries["included"].astype(bool)]
-    added = pd.DataFrame({"sample_id": chosen["canary_id"], "group_id": chosen["canary_id"], "text": chosen["text"]})
-    return pd.concat([text[["sample_id", "group_id", "text"]], added], ignore_index=True)
-
-
-def secret_scores(model, tokenizer, canaries: pd.DataFrame, template: str, digits: int) -> np.ndarray:
-    """Each canary's log-probability of its own secret given the template, all secret positions
-    masked at once (`secret_log_probs`): sum_i log p_i(secret_i). Higher: more likely inserted."""
-    labels = canaries["canary_id"].astype(str).tolist()
-    logp, symbols = secret_log_probs(model, tokenizer, canaries["text"].tolist(), template, digits, labels=labels)
-    return np.take_along_axis(logp, symbols[..., None], axis=-1)[..., 0].sum(axis=1)
-
-
 def insertion_texts(canaries: pd.DataFrame) -> list[str]:
     """Every inserted canary's sentence, repeated its `repetitions` times (never-inserted ones: 0)."""
     return [text for text, r in zip(canaries["text"], canaries["repetitions"]) for _ in range(int(r))]

@@ -9,7 +9,9 @@ below a bound (Jagielski, Ullman and Oprea, "Auditing differentially private mac
 How private is private SGD?", NeurIPS 2020, Algorithm 2; Nasr, Song, Thakurta, Papernot and
 Carlini, "Adversary instantiation: Lower bounds for differentially private machine
 learning", IEEE S&P 2021). `one_run_audit` is the one-training-run audit of Steinke, Nasr and
-Jagielski (NeurIPS 2023).
+Jagielski (NeurIPS 2023); `fdp_one_run_epsilon` the f-DP analysis of the same guesses
+(Mahloujifar, Melis and Chaudhuri, ICML 2025), which keeps its power where the accountant's
+delta times the number of canaries is not small.
 
 Scores are member scores, higher meaning "member"; a unit is called a member when its score
 is strictly above the threshold (as in `mlmia.metrics.classification`).
@@ -166,18 +168,7 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float = 0.0, beta: float = 0.
     """
     if not 0 < beta < 1:
         raise UserError(f"beta must lie in (0, 1), got {beta!r}")
-    if one_run_p_value(m, r, v, 0.0, delta) >= beta:
-        return 0.0
-    low, high = 0.0, 1.0
-    while one_run_p_value(m, r, v, high, delta) < beta:
-        low, high = high, 2.0 * high
-    while high - low > 1e-9:
-        middle = (low + high) / 2.0
-        if one_run_p_value(m, r, v, middle, delta) < beta:
-            low = middle
-        else:
-            high = middle
-    return low
+    return _bisect_largest_refuted(lambda eps: one_run_p_value(m, r, v, eps, delta) < beta, "one_run_epsilon")
 
 
 def one_run_audit(
@@ -201,6 +192,14 @@ def one_run_audit(
     below the true eps. k_plus and k_minus must be fixed before seeing the results; trying
     several and keeping the best spends the confidence.
     """
+    correct = one_run_correct(scores, included, k_plus, k_minus)
+    return one_run_epsilon(len(np.ravel(scores)), k_plus + k_minus, correct, delta, beta)
+
+
+def one_run_correct(scores: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> int:
+    """The auditor's correct guesses: "in" for the `k_plus` highest scores, "out" for the
+    `k_minus` lowest, abstaining on the rest (ties broken by position, which does not depend on
+    the inclusion bits); v of `one_run_epsilon` and `fdp_one_run_epsilon`."""
     s = np.asarray(scores, dtype=float).ravel()
     bits = np.asarray(included).ravel()
     m = len(s)
@@ -216,5 +215,81 @@ def one_run_audit(
     order = np.argsort(-s, kind="stable")  # highest first, ties by position
     guessed_in = order[:k_plus]
     guessed_out = order[m - k_minus :] if k_minus else order[:0]
-    correct = int(np.sum(bits[guessed_in])) + int(np.sum(~bits[guessed_out]))
-    return one_run_epsilon(m, k_plus + k_minus, correct, delta, beta)
+    return int(np.sum(bits[guessed_in])) + int(np.sum(~bits[guessed_out]))
+
+
+# ---------------------------------------------------------------------------------- f-DP in one run
+
+
+def _bisect_largest_refuted(refutes, what: str) -> float:
+    """The largest parameter value x >= 0 with refutes(x) True, for a `refutes` that holds below
+    some point and fails above it (0 when even x = 0 is not refuted): doubling, then bisection to
+    1e-9. Any refuted x is a valid bound (see `one_run_epsilon`), so the result is one too."""
+    if not refutes(0.0):
+        return 0.0
+    low, high = 0.0, 1.0
+    while refutes(high):
+        low, high = high, 2.0 * high
+        if high > 1e4:
+            raise UserError(f"{what}: every parameter up to 1e4 is refuted (guesses inconsistent with any privacy)")
+    while high - low > 1e-9:
+        middle = (low + high) / 2.0
+        if refutes(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def eps_delta_inverse_blow_up(eps: float, delta: float):
+    """The inverse blow-up of (eps, delta)-DP: y -> the least probability under one of two
+    neighbouring inputs of an event that has probability y under the other,
+    max(0, e^-eps (y - delta), 1 - delta - e^eps (1 - y)) (the trade-off function
+    f(a) = max(0, 1 - delta - e^eps a, e^-eps (1 - delta - a)) of Kairouz, Oh and Viswanath, and
+    Dong, Roth and Su, read at 1 - y)."""
+    shrink, grow = math.exp(-eps), math.exp(min(eps, 700.0))
+
+    def inverse(y: float) -> float:
+        return max(0.0, shrink * (y - delta), 1.0 - delta - grow * (1.0 - y))
+
+    return inverse
+
+
+def fdp_one_run_refutes(inverse, m: int, r: int, v: int, beta: float) -> bool:
+    """Whether v or more correct guesses out of r, among m canaries each included with probability
+    1/2, refute at level `beta` every mechanism whose trade-off function has the inverse blow-up
+    `inverse` (Mahloujifar, Melis and Chaudhuri, "Auditing f-differential privacy in one run",
+    ICML 2025, their recursion for membership guesses with abstention).
+
+    If such guesses had probability tau >= beta, the masses r_v = tau v / m (correct) and
+    h_v = tau (r - v) / m (wrong) would, going down from i = v - 1 to 0 by
+    h_i = max(h_(i+1), inverse(r_(i+1))) and r_i = r_(i+1) + i / (r - i) (h_i - h_(i+1)), end with
+    r_0 + h_0 <= r / m; both grow with tau, so r_0 + h_0 > r / m at tau = beta shows that the
+    probability is below beta. For pure eps-DP and all guesses right this is exactly
+    P(Binomial(v, e^eps / (1 + e^eps)) = v), Steinke et al.'s bound (tests/test_privacy_bounds.py)."""
+    if not (0 <= v <= r <= m) or r == 0:
+        raise UserError(f"need 0 <= v <= r <= m and r >= 1, got v={v}, r={r}, m={m}")
+    if v == 0:
+        return False
+    right = beta * v / m
+    wrong = beta * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        lifted = max(wrong, inverse(right))
+        right += i / (r - i) * (lifted - wrong)
+        wrong = lifted
+    return right + wrong > r / m
+
+
+def fdp_one_run_epsilon(m: int, r: int, v: int, delta: float = 0.0, beta: float = 0.05) -> float:
+    """A lower bound on eps at `delta`, valid with probability 1 - `beta`, from v correct guesses
+    out of r among m canaries (each included with probability 1/2): the largest eps whose
+    (eps, delta)-DP trade-off curve the guesses refute (`fdp_one_run_refutes` with
+    `eps_delta_inverse_blow_up`). Where m delta is not small (the accountant's delta = 1 /
+    training lines, hundreds of canaries) Steinke et al.'s delta term, 2 m delta, leaves
+    `one_run_epsilon` with nothing, while this bound stays close to its delta = 0 value."""
+    _check_delta(delta)
+    if not 0 < beta < 1:
+        raise UserError(f"beta must lie in (0, 1), got {beta!r}")
+    return _bisect_largest_refuted(
+        lambda eps: fdp_one_run_refutes(eps_delta_inverse_blow_up(eps, delta), m, r, v, beta), "fdp_one_run_epsilon"
+    )

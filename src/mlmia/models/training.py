@@ -174,7 +174,7 @@ def _save_checkpoint(model, tokenizer, directory: Path, epoch: int, step: int) -
 
 def initial_model(cfg: dict, tokenizer, init_dir=None):
     """The BertForMaskedLM that training starts from: the saved model in `init_dir` (its vocabulary
-    must be the tokenizer's; `cfg`'s max_length and position_offset are cut to its positions), or
+    must be the tokenizer's, or the tokenizer's without its added tokens; `cfg`'s max_length and position_offset are cut to its positions), or
     a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
     from transformers import BertConfig, BertForMaskedLM
 
@@ -184,6 +184,10 @@ def initial_model(cfg: dict, tokenizer, init_dir=None):
             raise UserError(f"{init_dir}: no saved model to start from (config.json missing)")
         with quiet_transformers():
             model = BertForMaskedLM.from_pretrained(str(init_dir))
+        if model.config.vocab_size == getattr(tokenizer, "vocab_size", None) < len(tokenizer):
+            # the tokenizer extends the model's with added tokens (the DP audit's canary tokens):
+            # new embedding rows, drawn as a new model's are
+            model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         if model.config.vocab_size != len(tokenizer):
             raise UserError(
                 f"{init_dir}: vocabulary {model.config.vocab_size} differs from the tokenizer's {len(tokenizer)}"

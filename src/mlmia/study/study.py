@@ -46,7 +46,7 @@ log = get_logger(__name__)
 #: the embedded world's training corpora (`corpus:` of a model); its two scored sample sets:
 #: plain sentences, and the same sentences as Base-b saw them (members carry the name)
 CORPORA = ("target", "target_named", "domain", "general")
-#: the target corpus plus the one-run audit's canaries (mlmia.memorization.canaries.with_included_canaries)
+#: the target corpus plus the one-run audit's canaries (mlmia.defences.token_canaries.with_included_canaries)
 ONE_RUN_CORPUS = "target_canaries"
 WORLD_SETS = ("clinical", "clinical_named")
 TRAINED_ROLES = ("member", "member_heldin")
@@ -572,13 +572,31 @@ class Study:
             init = self.config["references"].get("init") if name in self.reference_pool() else None
             return {"text": text, "settings": settings, "init": init}
         spec = self.models[name]
+        canaries = self.gradient_canaries()
+        if spec.get("dp") is not None and canaries is not None:  # the white-box audit's canaries join the training
+            spec = {**spec, "dp": {**spec["dp"], "canaries": canaries}}
         return {"text": self.corpus_table(spec["corpus"]), "settings": spec, "init": spec.get("init")}
 
+    def gradient_canaries(self) -> dict | None:
+        """The gradient canaries every DP model trains with (`dp_audit.gradient_canaries`, the
+        training's part), None without the DP audit or with count 0."""
+        settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
+        if not settings.get("count"):
+            return None
+        return {key: settings[key] for key in ("count", "sentinels", "norm", "seed")}
+
     def training_tokenizer(self, name: str) -> str:
-        """The tokenizer a trained model uses: the one of the model it continues (a public
-        checkpoint fine-tuned on the pool), else the embedded world's."""
+        """The tokenizer a trained model uses: for the DP targets trained on the one-run canaries,
+        the world's with the canaries' new tokens (`canary_tokenizer`); else the one of the model it
+        continues (a public checkpoint fine-tuned on the pool), else the embedded world's."""
+        if name in self.models and self.models[name].get("corpus") == ONE_RUN_CORPUS:
+            return self.canary_tokenizer()
         init = self.training_spec(name)["init"]
         return self.model_dir(init) if init else self.path("models", "tokenizer")
+
+    def canary_tokenizer(self) -> str:
+        """The world's tokenizer with the new tokens of every one-run canary (mlmia.defences.token_canaries)."""
+        return self.path("models", "tokenizer_canaries")
 
     def reference_pool_table(self) -> str:
         """The pool the references train on: a world corpus (`domain`) or a table file."""
@@ -743,18 +761,29 @@ class Study:
         return list(dict.fromkeys([DEFAULT_GROUP, *named]))
 
     def dp_outputs(self) -> dict[str, str]:
-        """What `snakemake dp` writes beside its tables, figures and findings (mlmia.defences)."""
+        """What `snakemake dp` writes beside its tables, figures and findings (mlmia.defences), and
+        beside each DP target's audit (`dp_audit_outputs`)."""
         names = {"bounds_csv": "bounds.csv", "bounds_md": "bounds.md", "by_attack": "bounds_by_attack.csv",
+                 "one_run_csv": "one_run.csv", "one_run_md": "one_run.md", "checks_csv": "checks.csv",
+                 "findings_csv": "findings.csv", "findings_md": "findings.md",
                  "figure_png": "privacy_utility.png", "figure_pdf": "privacy_utility.pdf"}  # fmt: skip
-        if self.one_run_targets():
-            names |= {"one_run_csv": "one_run.csv", "one_run_md": "one_run.md"}
         return {key: self.path("dp", name) for key, name in names.items()}
+
+    def dp_targets(self) -> list[str]:
+        """The models the DP audit audits: every configured model with a dp setting (with dp_audit)."""
+        if not self.config.get("dp_audit"):
+            return []
+        return [name for name, spec in self.models.items() if spec.get("dp") is not None and "path" not in spec]
+
+    def dp_audit_outputs(self, target: str) -> dict[str, str]:
+        """A DP target's audit record (its job never fails on a finding) and the mark its check job
+        leaves when the target passes (the job that fails the run)."""
+        return {"record": self.path("dp", "audit", f"{target}.json"),
+                "passed": self.path("dp", "audit", f"{target}.passed")}  # fmt: skip
 
     def one_run_targets(self) -> list[str]:
         """The DP targets trained on the one-run audit's canaries (corpus target_canaries)."""
-        if not self.config.get("dp_audit"):
-            return []
-        return [name for name, spec in self.models.items() if spec.get("corpus") == ONE_RUN_CORPUS and "dp" in spec]
+        return [name for name in self.dp_targets() if self.models[name].get("corpus") == ONE_RUN_CORPUS]
 
     def shadow_outputs(self) -> dict[str, str]:
         """What `snakemake shadow` writes: the paper's Tables 2-6 and Figure 7, and the findings."""
@@ -776,8 +805,11 @@ class Study:
             ]
             + ([self.path("paper_comparison.md")] if self.paper_values and group == DEFAULT_GROUP else [])
             + ([self.findings_outputs(group)["markdown"]] if self.finding_checks(group) else [])
-            + (list(self.dp_outputs().values()) if group == DP_GROUP and self.config.get("dp_audit") else [])
+            + (self._dp_group_outputs() if group == DP_GROUP and self.config.get("dp_audit") else [])
         )
+
+    def _dp_group_outputs(self) -> list[str]:
+        return list(self.dp_outputs().values()) + [self.dp_audit_outputs(t)["passed"] for t in self.dp_targets()]
 
 
 def without_group(spec: dict, group: str) -> dict:

@@ -1,0 +1,236 @@
+"""White-box gradient canaries of DP-SGD, and what the auditor reads from them: the canaries'
+scores for the one-run audit and two checks of the mechanism that need no statistics of privacy.
+
+The canaries (Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski, Carlini and Terzis, "Tight
+auditing of differentially private machine learning", USENIX Security 2023; in one run:
+Steinke, Nasr and Jagielski, NeurIPS 2023). m canaries, each included with probability 1/2
+(seeded, independent of everything else). An included canary is one more training unit whose
+gradient is a fixed direction of norm `norm` x C (C the clipping norm): a one-hot vector on a
+coordinate of its own. The coordinates live in an auxiliary parameter of m + e entries that the
+forward pass never reads (`GradientCanaries.param`), added to the DP optimizer as a parameter
+group of its own (learning rate 0), so that Opacus clips, noises and scales it with the model's
+parameters, by the same code, with the same noise generator:
+
+- sampling: at each step each included canary joins the batch with the training's Poisson rate
+  q (a generator of its own), as a data unit would;
+- clipping: a joining canary is one more row of every parameter's per-sample gradients (zeros
+  on the model's parameters, its direction on the auxiliary one), so Opacus clips it to C like
+  any unit; a data unit's row is zero on the auxiliary parameter, so its clipping is unchanged;
+- noise: Opacus adds N(0, sigma^2 C^2) to every coordinate of the auxiliary parameter as to the
+  model's and divides by its expected batch size (Opacus' `expected_batch_size`, which counts
+  the data units only: the canaries change neither the normalisation nor the accounting);
+- observation: after the noise and before AdamW (Opacus' step hook, after the accountant's),
+  the auxiliary parameter's privatised gradient is recorded at every step, empty batches
+  included: T x (m + e) numbers, `RECORD_FILE` in the model's directory.
+
+The e canary-free coordinates (sentinels) receive noise only. The model's weights never see the
+auxiliary parameter: AdamW acts per coordinate and the loss does not read it. The noise of the
+model's parameters comes from the same generator, drawn before the canaries' at each step, so
+the weights of a noisy run differ from a run without canaries by the generator's stream only
+(without noise they are the same, bit for bit; tests/test_dp.py).
+
+What the auditor reads (`canary_scores`, `mechanism_checks`): each coordinate's observation
+in units of the clipped canary, z_t = x_t (expected batch) / C, which is b_t + sigma N(0, 1) for
+a canary that joined step t (b_t = 1) or not (b_t = 0). Scores: `alignment`, the summed
+alignment sum_t z_t; `likelihood_ratio`, the Neyman-Pearson statistic of the accounted
+mechanism, sum_t log(1 - q + q exp((2 z_t - 1) / (2 sigma^2))) with the accountant's sigma and
+q (the claim; a wrong claim only costs power, never validity: any score computed from the
+released gradients and public facts is a valid audit). The mechanism checks compare the
+observed Poisson batches with q n and the sentinels' spread with sigma C / (expected batch).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import special, stats
+
+from mlmia.core.errors import UserError
+
+#: the keys of the canaries' setting (a DP model's `dp.canaries`; config `dp_audit.gradient_canaries`)
+CANARY_DEFAULTS: dict = {"count": 500, "sentinels": 64, "norm": 10.0, "seed": 0}
+SCORES = ("likelihood_ratio", "alignment")
+#: the observations in a trained model's directory
+RECORD_FILE = "gradient_canaries.npz"
+
+
+def canary_settings(value) -> dict | None:
+    """A DP model's `canaries` setting with defaults filled in (None: no gradient canaries); a
+    wrong key or value is a UserError (one line)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise UserError(f"model config: dp.canaries must be a mapping such as {{count: 500}}, got {value!r}")
+    unknown = sorted(set(value) - set(CANARY_DEFAULTS))
+    if unknown:
+        raise UserError(f"model config: dp.canaries: unknown key(s) {', '.join(unknown)} "
+                        f"(known: {', '.join(CANARY_DEFAULTS)})")  # fmt: skip
+    out = {**CANARY_DEFAULTS, **value}
+    for key in ("count", "sentinels", "seed"):
+        if not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 0):
+            raise UserError(f"model config: dp.canaries.{key} must be an integer >= 0, got {out[key]!r}")
+    if out["count"] < 2:
+        raise UserError(f"model config: dp.canaries.count must be at least 2, got {out['count']}")
+    if not (isinstance(out["norm"], (int, float)) and math.isfinite(out["norm"]) and out["norm"] > 0):
+        raise UserError(f"model config: dp.canaries.norm must be a number > 0, got {out['norm']!r}")
+    return out
+
+
+def inclusion_bits(count: int, seed: int) -> np.ndarray:
+    """Which of the `count` canaries are included: independent fair coins from `seed`."""
+    return np.random.default_rng([seed, 24]).random(count) < 0.5
+
+
+class GradientCanaries:
+    """The canaries of one DP-SGD run (module docstring): `attach` once to the DP optimizer, then
+    `add_rows` before every optimiser step, empty batches included; `save` after the run.
+
+    `clip`: the clipping norm C the canaries are scaled by (the setting's, also when the run does
+    not clip); `sample_rate`: the Poisson rate the training samples its units with."""
+
+    def __init__(self, settings: dict, clip: float, sample_rate: float, device=None) -> None:
+        import torch
+
+        self.settings = canary_settings(settings)
+        self.count, self.sentinels = self.settings["count"], self.settings["sentinels"]
+        self.clip = float(clip)
+        self.rate = float(sample_rate)
+        self.included = inclusion_bits(self.count, self.settings["seed"])
+        self._members = np.nonzero(self.included)[0]
+        self._sampler = np.random.default_rng([self.settings["seed"], 25])
+        self.param = torch.nn.Parameter(torch.zeros(self.count + self.sentinels, device=device))
+        self.observed: list[np.ndarray] = []
+        self.data_batches: list[int] = []
+        self.canary_batches: list[int] = []
+        self._optim = None
+
+    def attach(self, optim) -> None:
+        """Add the auxiliary parameter to the DP optimizer (a group of its own, lr 0, no decay)
+        and record its privatised gradient after every step's noise, after the accountant."""
+        optim.original_optimizer.add_param_group({"params": [self.param], "lr": 0.0, "weight_decay": 0.0})
+        accountant = optim.step_hook
+
+        def hook(opt) -> None:
+            if accountant is not None:
+                accountant(opt)
+            self.observed.append(self.param.grad.detach().to("cpu", dtype=self.param.dtype).numpy().copy())
+
+        optim.attach_step_hook(hook)
+        self._optim = optim
+
+    def add_rows(self, data_units: int) -> int:
+        """Draw this step's canaries (each included one with probability q) and append their rows
+        to every parameter's per-sample gradients (`data_units` rows are there already, the step's
+        data units; none for an empty batch). Returns how many canaries joined."""
+        import torch
+
+        if self._optim is None:
+            raise RuntimeError("GradientCanaries.add_rows before attach")
+        drawn = self._members[self._sampler.random(len(self._members)) < self.rate]
+        joined = len(drawn)
+        for p in self._optim.params:
+            if p is self.param:
+                rows = torch.zeros((data_units + joined, p.numel()), dtype=p.dtype, device=p.device)
+                rows[data_units + torch.arange(joined), torch.as_tensor(drawn, dtype=torch.long)] = (
+                    self.settings["norm"] * self.clip
+                )
+                p.grad_sample = rows
+            elif joined:
+                p.grad_sample = torch.cat([p.grad_sample, p.grad_sample.new_zeros((joined, *p.shape))])
+        self.data_batches.append(int(data_units))
+        self.canary_batches.append(joined)
+        return joined
+
+    def facts(self) -> dict:
+        """What train_info.json records of the canaries."""
+        return {**self.settings, "included": int(self.included.sum()), "unit": self.clip, "file": RECORD_FILE}
+
+    def save(self, out_dir: str | Path) -> None:
+        """The observations (`RECORD_FILE`): observed (steps, m + e) float32, included (m),
+        data_batch and canary_batch (steps)."""
+        observed = np.stack(self.observed) if self.observed else np.zeros((0, self.count + self.sentinels), np.float32)
+        np.savez_compressed(Path(out_dir) / RECORD_FILE, observed=observed.astype(np.float32), included=self.included,
+                            data_batch=np.asarray(self.data_batches, dtype=np.int64),
+                            canary_batch=np.asarray(self.canary_batches, dtype=np.int64))  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------- the auditor's side
+
+
+def read_record(model_dir: str | Path, dp: dict, target: str) -> dict:
+    """A target's canary observations and the facts they are read with: the accountant's claim
+    (sigma, q, training units) and the run's expected batch and canary unit, from its
+    train_info.json `dp` record."""
+    canaries = dp.get("canaries")
+    path = Path(model_dir) / RECORD_FILE
+    if not canaries or not path.is_file():
+        raise UserError(f"DP audit: target {target!r}: trained without gradient canaries ({RECORD_FILE} missing); "
+                        "retrain it with dp_audit.gradient_canaries.count > 0")  # fmt: skip
+    with np.load(path) as data:
+        record = {key: data[key] for key in data.files}
+    steps = int(dp["steps"])
+    if record["observed"].shape != (steps, canaries["count"] + canaries["sentinels"]):
+        raise UserError(f"DP audit: target {target!r}: {RECORD_FILE} holds {record['observed'].shape} observations, "
+                        f"not {steps} steps x {canaries['count'] + canaries['sentinels']} coordinates")  # fmt: skip
+    return {**record, "count": canaries["count"], "unit": float(canaries["unit"]),
+            "sigma": float(dp["noise_multiplier"]), "sample_rate": float(dp["sample_rate"]),
+            "units": int(dp["units"]), "divisor": float(dp["gradient_divisor"]), "steps": steps}  # fmt: skip
+
+
+def _normalised(record: dict) -> np.ndarray:
+    """Each observation in units of the clipped canary: z = x (expected batch) / C."""
+    return record["observed"].astype(np.float64) * record["divisor"] / record["unit"]
+
+
+def canary_scores(record: dict, score: str = "likelihood_ratio") -> np.ndarray:
+    """Each canary's score (higher: included), one of `SCORES` (module docstring); without noise
+    (sigma 0) the likelihood ratio is the alignment."""
+    if score not in SCORES:
+        raise UserError(f"dp_audit.gradient_canaries.score must be one of {', '.join(SCORES)}, got {score!r}")
+    z = _normalised(record)[:, : record["count"]]
+    sigma, q = record["sigma"], record["sample_rate"]
+    if score == "alignment" or sigma == 0:
+        return z.sum(axis=0)
+    log_ratio = np.logaddexp(math.log1p(-q), math.log(q) + (2.0 * z - 1.0) / (2.0 * sigma**2))
+    return log_ratio.sum(axis=0)
+
+
+def _two_sided(low_tail: float, high_tail: float) -> float:
+    return float(min(1.0, 2.0 * min(low_tail, high_tail)))
+
+
+def mechanism_checks(record: dict, level: float = 1e-6) -> list[dict]:
+    """Two checks of the mechanism against the accountant's claim, each failing (passed False)
+    when its two-sided p-value is below `level`:
+
+    - ``Poisson batch``: the data units of all T batches, a Binomial(n T, q) count under Poisson
+      sampling at the accounted rate q (n training units): observed mean batch against q n;
+    - ``noise``: the e sentinel coordinates' T e observations, each N(0, s^2) with
+      s = sigma C / (expected batch): sum of squares / s^2 against chi-square(T e); observed
+      standard deviation against s. With sigma 0 every observation must be 0.
+
+    Each row: check, observed, expected, p_value, level, passed, detail (a phrase for messages)."""
+    steps, n, q = record["steps"], record["units"], record["sample_rate"]
+    total = int(record["data_batch"].sum())
+    trials = n * steps
+    p_batch = _two_sided(stats.binom.cdf(total, trials, q), stats.binom.sf(total - 1, trials, q))
+    rows = [{"check": "Poisson batch", "observed": total / steps, "expected": q * n, "p_value": p_batch,
+             "detail": f"mean batch {total / steps:.2f} over {steps} steps against q n = {q * n:.2f}"}]  # fmt: skip
+    sentinels = record["observed"][:, record["count"] :].astype(np.float64)
+    expected = record["sigma"] * record["unit"] / record["divisor"]
+    values = sentinels.size
+    observed = float(np.sqrt(np.mean(sentinels**2))) if values else math.nan
+    if not values:
+        p_noise = 1.0
+    elif expected == 0:
+        p_noise = 1.0 if observed == 0 else 0.0
+    else:
+        statistic = float(np.sum(sentinels**2)) / expected**2
+        p_noise = _two_sided(special.chdtr(values, statistic), special.chdtrc(values, statistic))
+    rows.append({"check": "noise", "observed": observed, "expected": expected, "p_value": p_noise,
+                 "detail": f"sd {observed:.4g} on {values} sentinel values against sigma C / B = {expected:.4g}"})  # fmt: skip
+    for row in rows:
+        row |= {"level": level, "passed": bool(row["p_value"] >= level)}
+    return rows

@@ -1,0 +1,266 @@
+"""The DP audit's tables and findings, from the per-target audit records
+(`mlmia.defences.audit.audit_target`; results/<run>/dp/audit/<target>.json).
+
+- `bounds_table` / `bounds_markdown`: one row per target: the accountant's epsilon, the fault
+  the training records, the white-box and black-box one-run bounds with their ratio to the
+  accountant's epsilon, the best attack bound, the mechanism checks and the verdict; then the
+  strongest attack and the utility of the targets that the attacks audit.
+- `one_run_table` / `one_run_markdown`: every one-run audit (white-box, black-box) of every
+  target, and every mechanism check.
+- `audit_findings`: the audit's checks as `mlmia.report.finding.Finding` records, written by the
+  one renderer (`render_findings`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from mlmia.defences.audit import AUDITS, BOUND_COLUMNS
+from mlmia.report.finding import Finding, render_findings
+from mlmia.report.markdown import markdown_table
+
+NAN = float("nan")
+ONE_RUN_COLUMNS = ["target", "audit", "score", "fault", "accountant_epsilon", "delta", "canaries", "inserted",
+                   "guesses", "correct", "steinke_lb", "fdp_lb", "epsilon_lb", "ratio", "beta"]  # fmt: skip
+CHECK_COLUMNS = ["target", "fault", "check", "observed", "expected", "p_value", "level", "passed", "detail"]
+
+
+def _format(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n.a."
+    if isinstance(value, float) and math.isinf(value):
+        return "∞"
+    return f"{value:.{digits}f}"
+
+
+def _interval(row: pd.Series, key: str, digits: int = 3, scale: float = 1.0) -> str:
+    value = row[key] * scale
+    low, high = row[f"{key}_ci_low"] * scale, row[f"{key}_ci_high"] * scale
+    if isinstance(value, float) and math.isnan(value):
+        return "n.r."
+    text = _format(value, digits)
+    return text if math.isnan(low) else f"{text} [{_format(low, digits)}, {_format(high, digits)}]"
+
+
+def _ratio(bound: float, epsilon: float) -> float:
+    return bound / epsilon if math.isfinite(epsilon) and epsilon > 0 else NAN
+
+
+def _canary(audit: dict, kind: str) -> dict | None:
+    return next((row for row in audit["canary_audits"] if row["audit"] == kind), None)
+
+
+def bounds_table(audits: list[dict]) -> pd.DataFrame:
+    """One row per target (`bounds.csv`)."""
+    rows = []
+    for audit in audits:
+        record = audit["accountant"]
+        row = {"target": audit["target"], **record}
+        for kind in AUDITS:
+            found = _canary(audit, kind) or {}
+            key = kind.replace("-", "")
+            row |= {f"{key}_lb": found.get("epsilon_lb", NAN), f"{key}_steinke_lb": found.get("steinke_lb", NAN),
+                    f"{key}_fdp_lb": found.get("fdp_lb", NAN),
+                    f"{key}_ratio": _ratio(found.get("epsilon_lb", NAN), record["accountant_epsilon"])}  # fmt: skip
+        failed = [c["check"] for c in audit["checks"] if not c["passed"]]
+        row |= {"checks": "none" if not audit["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed)),
+                "verdict": "fails" if audit["failures"] else "passes", "failures": "; ".join(audit["failures"]),
+                **audit["attack_summary"]}  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _accountant(row) -> str:
+    eps = row["accountant_epsilon"]
+    return "no DP" if not math.isfinite(eps) else f"{_format(eps, 2)} ({row['delta']:.2g})"
+
+
+def _fault(value) -> str:
+    return value if isinstance(value, str) and value else "none"
+
+
+def _bound(row, key: str) -> str:
+    value = row.get(f"{key}_lb", NAN)
+    if not isinstance(value, float) or math.isnan(value):
+        return "n.a."
+    ratio = row.get(f"{key}_ratio", NAN)
+    return _format(value) + (f" ({ratio:.2f})" if isinstance(ratio, float) and math.isfinite(ratio) else "")
+
+
+def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
+    """The per-target table as Markdown: the audit, then the attacks and utility; notes say what
+    each column means."""
+    header = ["target", "accountant ε (δ)", "fault recorded", "patient-level ε (δ)", "white-box bound (/ε)",
+              "black-box canary bound (/ε)", "best attack bound (attack)", "mechanism checks", "audit"]  # fmt: skip
+    body = []
+    for _, row in table.iterrows():
+        patient = (
+            "n.a." if not math.isfinite(row["patient_epsilon"])
+            else f"{_format(row['patient_epsilon'], 2)} ({'vacuous' if row['patient_vacuous'] else format(row['patient_delta'], '.2g')})"
+        )  # fmt: skip
+        attack = row.get("epsilon_lb", NAN)
+        attack = "n.a." if not isinstance(attack, float) or math.isnan(attack) else (
+            f"{_format(attack)} ({row['bound_attack']})")  # fmt: skip
+        body.append([row["target"], _accountant(row), _fault(row["fault"]), patient, _bound(row, "whitebox"),
+                     _bound(row, "blackbox"), attack, row["checks"],
+                     "passes" if row["verdict"] == "passes" else "**FAILS**"])  # fmt: skip
+    attacked = table[table["auc"].notna()] if "auc" in table.columns else table.iloc[:0]
+    second = ["target", "accountant ε (δ)", "strongest attack", "AUC", f"TPR@{fpr:g}FPR (%)", "MLM loss",
+              "pseudo-perplexity"]  # fmt: skip
+    rows = [[row["target"], _accountant(row), row["strongest_attack"], _interval(row, "auc"), _interval(row, "tpr", 1),
+             _interval(row, "mlm_loss"), _interval(row, "pseudo_perplexity", 2)] for _, row in attacked.iterrows()]  # fmt: skip
+    notes = [
+        "",
+        "Accountant ε: the privacy accountant's epsilon (Opacus, Rényi DP) for what the training claims (σ, the "
+        "sampling rate q, the steps) at δ = 1 / training lines; a faulty trainer (fault recorded) claims the intended "
+        "ε while doing something else. Patient-level: the accountant's own for patient-level DP-SGD, else group "
+        "privacy over the k lines of the patient with the most, (kε, k e^((k-1)ε) δ); vacuous when that δ is at "
+        "least 1.",
+        f"White-box bound: the one-run audit of the gradient canaries observed at every step; black-box: the one-run "
+        f"audit of the new-token canaries on the final model (one_run.md); each the larger of Steinke et al.'s and the "
+        f"f-DP analysis' lower bound, both at the accountant's δ and holding together with confidence {confidence:g}; "
+        "in brackets the ratio to the accountant's ε.",
+        f"Best attack bound: the largest over the zoo's attacks of the empirical lower bound on ε (threshold chosen on "
+        f"one half of members and non-members, bound on the other; Clopper-Pearson; all attacks of a target together "
+        f"with confidence {confidence:g}, Bonferroni); bounds_by_attack.csv holds every attack's.",
+        "Mechanism checks: the observed Poisson batches against q n and the noise on canary-free coordinates against "
+        "σ C / expected batch (one_run.md). Audit: FAILS when a check fails or a bound exceeds the accountant's ε; the "
+        "target's check job then fails the run in one line.",
+        "",
+        markdown_table(second, rows) if rows else "No target is attacked by the zoo.",
+        "",
+        "Strongest attack: the attack with the highest AUC on that target; AUC and TPR (in %) are its, with the "
+        "patient-bootstrap 95% interval in brackets (n.r.: FPR below 1 / non-members, not resolvable). MLM loss: mean "
+        "masked energy of the non-member samples (held-out masked-LM loss, nats); pseudo-perplexity: exp of the "
+        "token-weighted mean normalized energy of the same samples; 95% patient-bootstrap intervals.",
+    ]
+    return "\n".join([markdown_table(header, body), *notes]) + "\n"
+
+
+def by_attack_table(audits: list[dict]) -> pd.DataFrame:
+    """Every attack's bound of every attacked target (`bounds_by_attack.csv`)."""
+    rows = [row for audit in audits for row in audit["attacks"]]
+    return pd.DataFrame(rows, columns=BOUND_COLUMNS)
+
+
+def one_run_table(audits: list[dict]) -> pd.DataFrame:
+    """Every one-run audit of every target (`one_run.csv`)."""
+    rows = []
+    for audit in audits:
+        record = audit["accountant"]
+        for found in audit["canary_audits"]:
+            rows.append({"target": audit["target"], "fault": record.get("fault"),
+                         "accountant_epsilon": record["accountant_epsilon"], **found,
+                         "ratio": _ratio(found["epsilon_lb"], record["accountant_epsilon"])})  # fmt: skip
+    return pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
+
+
+def checks_table(audits: list[dict]) -> pd.DataFrame:
+    """Every mechanism check of every target (`checks.csv`)."""
+    rows = [{"target": a["target"], "fault": a["accountant"].get("fault"), **c} for a in audits for c in a["checks"]]
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+
+
+def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict) -> str:
+    """The one-run audits and the mechanism checks as Markdown, with notes on what they measure."""
+    header = ["target", "audit (score)", "accountant ε (δ)", "fault recorded", "canaries (inserted)", "guesses",
+              "correct", "Steinke et al. bound", "f-DP bound", "bound / ε"]  # fmt: skip
+    body = [[row.target, f"{row.audit} ({row.score})", _accountant(row._asdict()), _fault(row.fault),
+             f"{row.canaries} ({row.inserted})", row.guesses, row.correct, _format(row.steinke_lb), _format(row.fdp_lb),
+             _format(row.ratio, 2)] for row in one_run.itertuples(index=False)]  # fmt: skip
+    check_header = ["target", "fault recorded", "check", "observed", "expected", "p-value", "verdict"]
+    check_body = [[row.target, _fault(row.fault), row.check, f"{row.observed:.4g}", f"{row.expected:.4g}",
+                   f"{row.p_value:.2g}", "passes" if row.passed else f"**FAILS** (p < {row.level:g})"]
+                  for row in checks.itertuples(index=False)]  # fmt: skip
+    gradient, tokens = settings["gradient_canaries"], settings["canaries"]
+    notes = [
+        "",
+        f"One training run per target, m canaries each included with probability 1/2 (Steinke, Nasr and Jagielski, "
+        f"NeurIPS 2023). White-box: {gradient['count']} gradient canaries of norm {gradient['norm']:g} C on "
+        f"coordinates of their own, sampled at each step with the training's Poisson rate, clipped and noised by the "
+        f"DP optimizer with the model's gradient, observed after the noise at every step (empty batches included); "
+        f"score: {gradient['score'].replace('_', ' ')} of the observations. Black-box: canaries of new tokens (the "
+        f"tokens of all of them in the DP targets' vocabulary), each added to the training text once; score: the final "
+        f"model's log-probability of a canary's own tokens, masked. The auditor guesses 'included' for the highest "
+        f"scores and 'not included' for as many lowest ({gradient['guess_share']:g} and {tokens['guess_share']:g} of "
+        f"the canaries), abstaining on the rest. Bounds at the accountant's δ, each at confidence "
+        f"1 - {1 - settings['confidence']:g} / 2: Steinke et al.'s (its δ term grows with m δ) and the f-DP analysis' "
+        "(Mahloujifar, Melis and Chaudhuri, ICML 2025, with the (ε, δ) trade-off curve).",
+        "",
+        markdown_table(check_header, check_body) if check_body else "No mechanism check (no gradient canaries).",
+        "",
+        "Poisson batch: the data units of all batches, Binomial(n T, q) under the accountant's q; noise: the "
+        "canary-free coordinates' observations, N(0, (σ C / expected batch)^2) each (chi-square test); two-sided "
+        f"p-values, a check fails below {settings['check_level']:g}.",
+    ]
+    return "\n".join([markdown_table(header, body), *notes]) + "\n"
+
+
+# ----------------------------------------------------------------------------------- findings
+
+
+def _note(audit: dict) -> str:
+    fault = audit["accountant"].get("fault")
+    return f"fault recorded: {fault}" if fault else "no fault recorded"
+
+
+def audit_findings(audits: list[dict], confidence: float) -> list[Finding]:
+    """The audit's checks as findings: per DP target, each one-run bound against the accountant's
+    epsilon (with their ratio), each mechanism check, and whether the target passes; the claims
+    are that every trainer without a recorded fault passes and every faulty one is caught. The
+    bounds are one-sided confidence limits and the checks tests, so no verdict has an interval."""
+    interval = f"one-sided lower bound, confidence {confidence:g}"
+    out: list[Finding] = []
+    for audit in audits:
+        record = audit["accountant"]
+        eps = record["accountant_epsilon"]
+        if not math.isfinite(eps):
+            continue
+        faulty = bool(record.get("fault"))
+        failures = len(audit["failures"])
+        claim = "A faulty trainer fails its audit" if faulty else "A trainer without a recorded fault passes its audit"
+        out.append(Finding(
+            finding="faulty_caught" if faulty else "correct_passes", claim=claim, kind="finding",
+            scope=audit["target"], measure="failing checks and bounds", first="failures", first_value=float(failures),
+            second="none", second_value=0.0, difference=float(failures), difference_ci_low=NAN,
+            difference_ci_high=NAN, interval="a check, no interval", n=len(audit["canary_audits"]) + len(audit["checks"]),
+            margin=0.0, holds=(failures > 0) == faulty, verdict="not resolvable",
+            note=(f"{_note(audit)}; caught by: " + "; ".join(f.split(" (")[0] for f in audit["failures"])) if failures
+            else f"{_note(audit)}; nothing fails", number_format=".0f",
+        ))  # fmt: skip
+        for found in audit["canary_audits"]:
+            out.append(Finding(
+                finding=f"{found['audit']}_within_claim", kind="baseline", scope=audit["target"],
+                claim=f"The {found['audit']} one-run bound stays at or below the accountant's ε",
+                measure="lower bound on ε at the accountant's δ", first=f"{found['audit']} bound",
+                first_value=found["epsilon_lb"], second="accountant ε", second_value=eps,
+                difference=found["epsilon_lb"] - eps, difference_ci_low=NAN, difference_ci_high=NAN,
+                interval=interval, n=found["guesses"], margin=0.0, holds=found["epsilon_lb"] <= eps + 1e-9,
+                verdict="not resolvable",
+                note=f"a one-sided bound, not an interval; ratio {found['epsilon_lb'] / eps:.2f}; {found['correct']} of "
+                     f"{found['guesses']} guesses right; {_note(audit)}",
+            ))  # fmt: skip
+        for check in audit["checks"]:
+            out.append(Finding(
+                finding=f"check_{check['check'].replace(' ', '_').lower()}", kind="baseline", scope=audit["target"],
+                claim=f"The {check['check']} check agrees with the accountant's claim", measure=check["check"],
+                first="observed", first_value=check["observed"], second="claimed", second_value=check["expected"],
+                difference=check["observed"] - check["expected"], difference_ci_low=NAN, difference_ci_high=NAN,
+                interval=f"two-sided test at level {check['level']:g}", n=1, margin=0.0, holds=check["passed"],
+                verdict="not resolvable", note=f"p = {check['p_value']:.2g}; {_note(audit)}", number_format=".4g",
+            ))  # fmt: skip
+    return out
+
+
+def findings_markdown(findings: list[Finding], confidence: float) -> str:
+    """The audit's findings in the one layout of every study's findings."""
+    method = (
+        "Each DP target's audit (`snakemake dp`; docs/dp.md): the white-box one-run audit of gradient canaries, the "
+        "black-box one-run audit of new-token canaries, and the mechanism checks, against what the training claims "
+        f"(the accountant's ε at its δ). The bounds are one-sided lower confidence limits (confidence {confidence:g}) "
+        "and the checks are tests, so no finding has an interval of a difference: each is a pass or a failure, the "
+        "notes give the ratio of bound to claim and the p-values."
+    )
+    return render_findings(findings, "Findings of the DP audit", method)

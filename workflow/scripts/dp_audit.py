@@ -1,0 +1,51 @@
+import json
+
+import pandas as pd
+import torch
+
+from mlmia.core.io import write_text
+from mlmia.core.logs import get_logger
+from mlmia.core.runner import run_step
+from mlmia.defences.audit import accountant_record, attack_audit, audit_target, read_train_info
+from mlmia.defences.gradient_canaries import read_record
+from mlmia.defences.token_canaries import token_scores
+from mlmia.metrics.protocols import sample_universe
+from mlmia.models.loading import load_mlm
+
+log = get_logger("dp_audit")
+
+
+def main(snakemake):
+    inputs, params = snakemake.input, snakemake.params
+    target = snakemake.wildcards.target
+    torch.set_num_threads(max(1, int(snakemake.threads)))
+    settings = {**params.settings, "bootstrap": params.bootstrap["bootstrap"],
+                "bootstrap_seed": params.bootstrap["seed"]}  # fmt: skip
+    info = read_train_info(params.model_dir)
+    record = accountant_record(info, target)
+    whitebox = read_record(params.model_dir, info["dp"], target) if settings["gradient_canaries"]["count"] else None
+    blackbox = None
+    if "canaries" in inputs.keys():
+        canaries = pd.read_parquet(inputs.canaries)
+        model, tokenizer = load_mlm(params.model_dir, params.device)
+        blackbox = (token_scores(model, tokenizer, canaries), canaries["included"].to_numpy())
+    attacks = None
+    if params.plan is not None:
+        samples = pd.read_parquet(inputs.samples, columns=["role", "source", "group_id"])
+        attacks = attack_audit(params.plan, pd.read_parquet(inputs.attack), pd.read_parquet(inputs.metrics), record,
+                               sample_universe(samples), settings, target)  # fmt: skip
+    audit = audit_target(target, info, settings, whitebox=whitebox, blackbox=blackbox, attacks=attacks)
+    for row in audit["canary_audits"]:
+        log.info("%s: %s one-run audit: %d of %d guesses right, eps >= %.3f (Steinke et al. %.3f, f-DP %.3f)",
+                 target, row["audit"], row["correct"], row["guesses"], row["epsilon_lb"], row["steinke_lb"],
+                 row["fdp_lb"])  # fmt: skip
+    for row in audit["checks"]:
+        log.info("%s: %s check: %s, p = %.3g", target, row["check"], row["detail"], row["p_value"])
+    for row in audit["attacks"]:
+        log.info("%s / %s: eps >= %.4f", target, row["attack"], row["epsilon_lb"])
+    log.info("%s: accountant eps %s; %s", target, record["accountant_epsilon"],
+             "; ".join(audit["failures"]) or "nothing fails")  # fmt: skip
+    write_text(json.dumps(audit, indent=1, default=float) + "\n", snakemake.output[0])
+
+
+run_step(snakemake, main)
