@@ -732,3 +732,11 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(tmp_path):
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("mlmia: error:")]
     assert errors and errors[0].startswith("mlmia: error: DP audit: target 'dp_eps1' (accountant's eps = 0.0100")
     assert "attack '" in errors[0] and "empirical lower bound eps >= " in errors[0]
+
+
+def test_the_families_of_bounds_share_the_confidence():
+    # three families (white-box, black-box, attacks) each at 1 - 0.05 / 3 hold together at 0.95
+    from mlmia.defences.audit import joint_confidence
+
+    assert joint_confidence(0.95, 3) == pytest.approx(1 - 0.05 / 3)
+    assert joint_confidence(0.95, 1) == pytest.approx(0.95) and joint_confidence(0.95, 0) == pytest.approx(0.95)

@@ -6,7 +6,7 @@ import torch
 from mlmia.core.io import write_text
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
-from mlmia.defences.audit import accountant_record, attack_audit, audit_target, read_train_info
+from mlmia.defences.audit import accountant_record, attack_audit, audit_target, joint_confidence, read_train_info
 from mlmia.defences.gradient_canaries import read_record
 from mlmia.defences.token_canaries import token_scores
 from mlmia.metrics.protocols import sample_universe
@@ -24,6 +24,9 @@ def main(snakemake):
     info = read_train_info(params.model_dir)
     record = accountant_record(info, target)
     whitebox = read_record(params.model_dir, info["dp"], target) if settings["gradient_canaries"]["count"] else None
+    # every family of bounds of this target shares the confidence: together they hold at dp_audit.confidence
+    families = (whitebox is not None) + ("canaries" in inputs.keys()) + (params.plan is not None)
+    settings["confidence"] = joint_confidence(settings["confidence"], families)
     blackbox = None
     if "canaries" in inputs.keys():
         canaries = pd.read_parquet(inputs.canaries)

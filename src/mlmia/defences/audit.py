@@ -24,8 +24,9 @@ target's train_info.json, `accountant_record`):
 A bound above the accountant's epsilon, or a failed mechanism check, is a bug in the training,
 the accounting or the bound, never a result: `target_failures` names each, `check_target`
 fails the target's check job in one line naming the target, every failing check or bound and
-the accountant's epsilon. Each family (white-box, black-box canaries, attacks) holds with
-confidence c on its own; a correct trainer fails a family's rule with probability at most
+the accountant's epsilon. The families of bounds a target has (white-box, black-box canaries,
+attacks) share the confidence (`joint_confidence`, Bonferroni), so that all its bounds hold
+together with confidence c: a correct trainer fails the bound rule with probability at most
 1 - c, and a mechanism check with probability at most its level.
 
 What the attack bounds assume and what they do not (docs/dp.md): the Clopper-Pearson limits
@@ -290,6 +291,12 @@ def audit_target(
            "attacks": bounds.to_dict(orient="records"), "attack_summary": summary}  # fmt: skip
     out["failures"] = target_failures(out)
     return out
+
+
+def joint_confidence(confidence: float, families: int) -> float:
+    """The confidence of each of `families` families of bounds so that all hold together with
+    `confidence` (Bonferroni: each misses with probability (1 - confidence) / families)."""
+    return 1.0 - (1.0 - float(confidence)) / max(1, int(families))
 
 
 def target_failures(audit: dict) -> list[str]:
