@@ -158,6 +158,32 @@ def test_sama_refuses_masks_that_differ_and_losses_that_do_not_fit_in_one_line()
         get_attack("sama", {"subset_size": 0}).statistic(table)
 
 
+def test_sama_through_both_protocols_keeps_target_and_reference_of_one_sample_together():
+    # the published protocol pairs one member's target column with another's reference column; a
+    # token list against another sample's has no meaning, so SAMA keeps its matched scores there
+    from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estimates
+
+    data = np.random.default_rng(1)
+    roles = ["member"] * 12 + ["nonmember"] * 12 + ["population"] * 6
+    rows = []
+    for i, role in enumerate(roles):
+        sizes = [int(x) for x in data.integers(1, 5, 4)]
+        n, member = sum(sizes), role == "member"
+        rows.append({"sample_id": f"s{i}", "group_id": f"p{i}", "role": role, "source": "a",
+                     "target_progressive_token_logp": list(-data.exponential(1.0 if member else 2.0, n)),
+                     "reference_progressive_token_logp": list(-data.exponential(2.0, n)),
+                     "target_progressive_pattern_sizes": sizes, "reference_progressive_pattern_sizes": sizes})  # fmt: skip
+    table = pd.DataFrame(rows)
+    for level in ("sample", "patient"):
+        settings = MetricSettings(
+            protocols=("published", "corrected"), attacks=("sama",), alphas=(0.1,), thresholds=("population",),
+            fprs=(0.1,), draws=3, seed=0, bootstrap=5, level=level, attack_params={"sama": {"num_subsets": 16}},
+        )  # fmt: skip
+        metrics = point_estimates(attack_metrics(table, settings))
+        auc = metrics[metrics.metric == "auc"].set_index("protocol")["value"]
+        assert auc["corrected"] > 0.7 and auc["published"] > 0.7, level
+
+
 def test_sama_degenerates_on_short_samples():
     # SAMA's default schedule: at most 8 tokens masked up to 20 tokens (every subset is the whole
     # mask), a real choice of subsets from the second step at 40 tokens
