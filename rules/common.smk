@@ -43,7 +43,7 @@ SCORED_PATTERN = name_pattern(STUDY.scored_sets())
 TRAINED_PATTERN = name_pattern(STUDY.trained_models())
 MODEL_PATTERN = name_pattern(
     list(MODELS)
-    + STUDY.reference_pool()
+    + STUDY.reference_models()
     + [m for dataset in IMPORTED.values() for m in dataset["models"]]
 )
 

@@ -1,5 +1,6 @@
 # Inputs of the zoo's attacks beyond the target and its reference: the training splits of
-# the reference pool (LiRA, RMIA) and the neighbour texts (the neighbourhood attack).
+# the reference pool (LiRA, RMIA; one pool per training objective of the targets, on the same
+# splits) and the neighbour texts (the neighbourhood attack).
 
 
 rule reference_splits:
@@ -18,6 +19,8 @@ rule reference_splits:
         "../envs/mlmia.yaml"
     params:
         names=STUDY.reference_pool(),
+        # the pools of other training objectives train on the same splits (mlmia.study.pools)
+        aliases=STUDY.pools.aliases,
         seed=lambda wildcards: config["references"]["seed"],
         online=lambda wildcards: config["references"]["online"],
         code=library_code("reference_splits.py"),

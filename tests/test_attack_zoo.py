@@ -15,6 +15,7 @@ from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estima
 
 ZOO = (
     "zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood", "pll_word_l2r",
+    "sama", "likelihood_ratio_elbo",
 )  # fmt: skip
 #: every registered attack: the paper's, the zoo's and any other a module of mlmia.attacks defines
 REGISTERED = tuple(attack_names())
@@ -52,6 +53,8 @@ def contract_table(attack: Attack, rng: np.random.Generator) -> pd.DataFrame:
             t[column] = [[True, False, True, False] if i % 2 else [False, True, False, True] for i in range(n)]
         elif column.startswith(("references_", "neighbours_")):
             t[column] = [list(rng.normal(3.0, 0.3, 4)) for _ in range(n)]
+        elif column.endswith("_pattern_sizes"):  # the six token values in three patterns (a progressive energy)
+            t[column] = [[1, 2, 3]] * n
         elif column.endswith("_token_var"):
             t[column] = [list(rng.uniform(0.1, 1.0, 6)) for _ in range(n)]
         elif column.endswith(("_token_logp", "_token_mean")):

@@ -19,6 +19,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.models.loading import load_mlm, mlm_parts
 from mlmia.scoring import energy as scoring
+from mlmia.scoring import schedules
 from mlmia.scoring.energy import score_samples as score_samples_strict
 from mlmia.scoring.energy import score_samples_oracle as score_samples_oracle_strict
 from mlmia.scoring.layout import SCORE_COLUMNS
@@ -410,7 +411,7 @@ def test_masks_identical_across_models_batches_and_shards(monkeypatch, bert, ber
         seen.setdefault(sample_id, []).append(out.tolist())
         return out
 
-    monkeypatch.setattr(scoring, "mask_patterns", recording)
+    monkeypatch.setattr(schedules, "mask_patterns", recording)  # every energy kind's patterns come from here
     score_samples(*bert, samples, k=10, seed=9, batch_size=3)
     for part in _split(samples.iloc[::-1], 2):
         score_samples(*bert_b, part, k=10, seed=9)

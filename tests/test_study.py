@@ -103,7 +103,9 @@ def test_each_experiment_computes_what_its_cells_ask(in_repo):
         "sample": ["blind_member_probability", "zlib_bytes"],
         "target": ["energy", "energy@normalized", "token_logp", "token_mean", "token_var"],
     }
-    assert s.roc_experiments() == ["base_long_mimic", "base_long_i2b2", "zoo_long_mimic", "zoo_long_i2b2"]
+    assert s.roc_experiments() == [
+        "base_long_mimic", "base_long_i2b2", "zoo_long_mimic", "zoo_long_i2b2", "zoo_mdlm_long_mimic", "zoo_mdlm_long_i2b2"
+    ]  # fmt: skip
     assert s.roc_attacks("base_long_i2b2") == sorted(
         ["likelihood_ratio", "loss", "likelihood_ratio_normalized", "zlib", "min_k", "min_k_plus_plus", "blind"]
     )  # Figures 4-5, and the zoo's figure

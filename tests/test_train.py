@@ -413,8 +413,8 @@ def test_settings_are_validated(tmp_path):
         model_settings({"layers": 3})
     with pytest.raises(UserError, match="multiple"):
         model_settings({"hidden_size": 30, "num_heads": 4})
-    assert model_settings({})["objective"] == "bert_mlm" and objective_names() == ["bert_mlm"]
-    with pytest.raises(UserError, match="objective must be one of bert_mlm"):
+    assert model_settings({})["objective"] == "bert_mlm" and objective_names() == ["bert_mlm", "mdlm"]
+    with pytest.raises(UserError, match="objective must be one of bert_mlm, mdlm"):
         model_settings({"objective": "diffusion"})
     pd.DataFrame({"text": TEXTS}).to_parquet(tmp_path / "a.parquet")
     tok = tokenizer_from_tables([tmp_path / "a.parquet"], tmp_path / "tok", vocab_size=150, min_frequency=1)

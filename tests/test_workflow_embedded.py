@@ -2,6 +2,7 @@
 runs that never overwrite each other."""
 
 import hashlib
+import json
 import shutil
 
 import matplotlib.image
@@ -15,6 +16,9 @@ ZOO_ATTACKS = {
     "likelihood_ratio", "loss", "likelihood_ratio_normalized", "pll_word_l2r", "zlib", "min_k", "min_k_plus_plus",
     "neighbourhood", "lira_offline", "lira_online", "rmia", "blind",
 }  # fmt: skip
+#: the zoo table's rows: every attack above, and those made for masked diffusion targets
+ZOO_FULL = ZOO_ATTACKS | {"sama", "likelihood_ratio_elbo"}
+ZOO_COLUMNS = {"long_mimic", "long_i2b2", "short_mimic", "short_i2b2"}
 SHADOW_CLASSIFIERS = {"Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP"}
 RUN = "results/ci"
 
@@ -78,27 +82,53 @@ def test_every_table_and_figure(ci_run):
 def test_zoo_and_shadow_targets(ci_run):
     run_snakemake(ci_run, "zoo", "shadow", "--configfile", "test_config.yaml")
     zoo = pd.read_csv(ci_run / f"{RUN}/tables/table_zoo_full.csv")
-    assert set(zoo.attack) == ZOO_ATTACKS
-    assert set(zoo.column) == {"long_mimic", "long_i2b2", "short_mimic", "short_i2b2"}
+    assert set(zoo.attack) == ZOO_FULL
+    # Base's four columns and base_mdlm's (the masked-diffusion target, its references trained so)
+    assert set(zoo.column) == ZOO_COLUMNS | {f"mdlm_{c}" for c in ZOO_COLUMNS}
+    assert set(zoo[zoo.column.str.startswith("mdlm_")].target) == {"base_mdlm"}
     auc = zoo[zoo.metric == "auc"]
-    assert len(auc) == len(ZOO_ATTACKS) * 4 and auc.value.between(0, 1).all()
+    assert len(auc) == len(ZOO_FULL) * 8 and auc.value.between(0, 1).all()
     assert (auc.ci_low <= auc.value).all() and (auc.value <= auc.ci_high).all()
+    compared = auc[auc.attack != "likelihood_ratio"]  # every other row with its paired difference to (B)
+    assert compared.difference.notna().all() and (compared.difference_ci_low <= compared.difference_ci_high).all()
     # 16 non-members per column: a TPR at 0.1% FPR is below 1/16, so never a number
     assert zoo[(zoo.metric == "tpr_at_fpr") & (zoo.fpr == 0.001)].value.isna().all()
     # RMIA's a, tuned on the reference models per column, and each column's population, under the table
     markdown = (ci_run / f"{RUN}/tables/table_zoo_full.md").read_text()
     assert "(tuned on the reference models)" in markdown.split("| RMIA: AUC |")[1]
-    assert "RMIA (offline): population samples from mimic (Long MIMIC, Short MIMIC), i2b2 (Long i2b2, Short i2b2)." in (
-        markdown
-    )
+    assert (
+        "RMIA (offline): population samples from mimic (Base: long MIMIC, Base: short MIMIC, base_mdlm: long MIMIC, "
+        "base_mdlm: short MIMIC), i2b2 (Base: long i2b2, Base: short i2b2, base_mdlm: long i2b2, base_mdlm: short i2b2)."
+    ) in markdown
     metrics = pd.read_parquet(ci_run / f"{RUN}/metrics/zoo_long_mimic.parquet")
     tuned = metrics[metrics.metric == "parameter"]
     assert set(tuned.attack) == {"rmia"} and set(tuned.parameter) == {"a"} and tuned.value.between(0, 1).all()
     findings = pd.read_csv(ci_run / f"{RUN}/findings_zoo.csv")
-    assert len(findings) == (len(ZOO_ATTACKS) - 1) * 2  # every attack but blind, on 2 experiments
-    assert findings["second"].str.startswith("blind auc [zoo_long_").all() and (findings.kind == "baseline").all()
-    image = matplotlib.image.imread(ci_run / f"{RUN}/figures/fig_zoo_full.png")
-    assert image.shape[0] > 100 and image.std() > 0.01
+    baseline, comparison = findings[findings.kind == "baseline"], findings[findings.kind == "comparison"]
+    # every attack but blind against blind on Base's 2 long columns; SAMA and (B)-ELBO on base_mdlm's too
+    assert len(baseline) == (len(ZOO_ATTACKS) - 1) * 2 + 2 * 2 * 2
+    assert baseline["second"].str.startswith("blind auc [zoo_").all()
+    # every attack but blind, Base against base_mdlm on the same samples; SAMA against (B) on both targets
+    assert len(comparison) == (len(ZOO_FULL) - 1) * 2 and set(comparison.scope) == {
+        "zoo_long_mimic vs zoo_mdlm_long_mimic", "zoo_long_i2b2 vs zoo_mdlm_long_i2b2"
+    }  # fmt: skip
+    assert comparison.difference_ci_low.notna().all() and (findings.kind == "finding").sum() == 4
+    assert "## Comparisons between settings" in (ci_run / f"{RUN}/findings_zoo.md").read_text()
+    for figure in ("fig_zoo_full", "fig_zoo_mdlm"):
+        image = matplotlib.image.imread(ci_run / f"{RUN}/figures/{figure}.png")
+        assert image.shape[0] > 100 and image.std() > 0.01
+    # base_mdlm, its domain reference and its pool are trained with the masked-diffusion objective, the
+    # pool on the same splits as Base's; SAMA's masks are the same for target and reference
+    for model in ("base_mdlm", "ref_domain_mdlm", "pool_ref_mdlm_0"):
+        assert (
+            json.loads((ci_run / f"{RUN}/models/{model}/train_info.json").read_text())["config"]["objective"] == "mdlm"
+        )
+    splits = pd.read_parquet(ci_run / f"{RUN}/references/splits.parquet").set_index(["reference", "sample_id"])["in"]
+    assert splits.loc["pool_ref_mdlm_1"].equals(splits.loc["pool_ref_1"])
+    steps = {
+        m: pd.read_parquet(ci_run / f"{RUN}/scores/clinical/{m}.progressive.parquet") for m in ("base", "ref_domain")
+    }
+    assert steps["base"].pattern_sizes.map(list).equals(steps["ref_domain"].pattern_sizes.map(list))
     # Hisamoto et al.'s tables: accuracies of the five classifiers, bounded, with intervals
     shadow = pd.read_csv(ci_run / f"{RUN}/shadow/tables.csv")
     assert set(shadow.table.dropna()) == {"table2", "table3", "table4", "table5", "table6"}

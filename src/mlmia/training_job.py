@@ -12,14 +12,17 @@ from collections.abc import Sequence
 from mlmia.core.errors import UserError
 from mlmia.core.io import read_table, require_columns
 from mlmia.defences.dp_sgd import dp_settings, train_mlm_dp
+from mlmia.models.objectives import check_dp_objective
 from mlmia.models.training import model_settings, train_mlm
 
 
 def training_settings(config: dict | None) -> dict:
     """A model's settings with the defaults filled in (`model_settings`), its `dp` setting too
-    (`dp_settings`); a wrong key or value is a UserError."""
+    (`dp_settings`); a wrong key or value is a UserError, as is dp with an objective DP-SGD does
+    not take (`check_dp_objective`)."""
     cfg = model_settings(config)
     if cfg["dp"] is not None:
+        check_dp_objective(cfg["objective"])
         cfg["dp"] = dp_settings(cfg["dp"])
     return cfg
 

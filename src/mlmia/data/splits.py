@@ -69,3 +69,10 @@ def reference_splits(
             pd.DataFrame({"sample_id": samples["sample_id"].astype(str).to_numpy(), "reference": name, "in": inside})
         )
     return pd.concat(rows, ignore_index=True), texts
+
+
+def with_aliases(splits: pd.DataFrame, aliases: dict[str, str]) -> pd.DataFrame:
+    """`splits` with the rows of each reference in `aliases` ({reference: the reference whose split
+    it trains on}, a pool of another training objective: `mlmia.study.pools`) copied from its split's."""
+    copies = [splits[splits["reference"] == split].assign(reference=name) for name, split in aliases.items()]
+    return pd.concat([splits, *copies], ignore_index=True) if copies else splits

@@ -67,7 +67,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.defences.gradient_canaries import GradientCanaries, canary_settings
 from mlmia.models.loading import load_tokenizer, resolve_device
-from mlmia.models.objectives import MaskedBatch, Objective, make_objective
+from mlmia.models.objectives import MaskedBatch, Objective, check_dp_objective, make_objective
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.training import initial_model, model_settings, save_model
@@ -270,6 +270,7 @@ def train_mlm_dp(
     tokenizer = load_tokenizer(tokenizer_dir)
     if objective is None:
         objective = make_objective(cfg, tokenizer)
+    check_dp_objective(objective)
     cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)

@@ -43,6 +43,7 @@ from mlmia.metrics.classification import (
     roc,
 )
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.scoring.layout import PATTERN_SIZES, TOKEN_COLUMNS
 
 PROTOCOLS = ("published", "corrected")
 LEVELS = ("sample", "patient")
@@ -242,8 +243,15 @@ def _published_estimate(units: Units, attacks: list[Attack], rows, settings: Met
     member_frame = frame.iloc[members].reset_index(drop=True)
     # The unmatched pairing re-scores the drawn rows; an attack that compares rows (its
     # comparison set would change with the draw) or reads per-row lists keeps its scores
-    # on the whole table, matched.
-    redrawn = [a for a in attacks if not a.reads_other_rows() and all(c in member_frame.columns for c in a.columns())]
+    # on the whole table, matched (so does one that reads the reference's per-token evidence:
+    # one sample's tokens against another's are no pair at all).
+    redrawn = [
+        a
+        for a in attacks
+        if not a.reads_other_rows()
+        and all(c in member_frame.columns for c in a.columns())
+        and not any(c.split("@")[0] in (*TOKEN_COLUMNS, PATTERN_SIZES) for c in a.inputs.get("reference", ()))
+    ]
     rng = random.Random(settings.seed)
     indices = range(len(members))
     draws = []

@@ -32,7 +32,7 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
-from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
+from mlmia.models.objectives import DEFAULT_OBJECTIVE, MaskedBatch, Objective, make_objective, objective_names
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 
@@ -57,7 +57,7 @@ MODEL_DEFAULTS: dict = {
     "warmup_ratio": 0.06,
     "weight_decay": 0.01,
     # the training objective, a module of mlmia.models.objectives: which tokens are masked, how the loss weighs them
-    "objective": "bert_mlm",
+    "objective": DEFAULT_OBJECTIVE,
     "mlm_probability": 0.15,
     "seed": 0,
     # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser

@@ -51,11 +51,18 @@ from mlmia.report.markdown import markdown_table
 
 #: the closed set of verdicts, in the order the counts are printed
 VERDICTS = ("separated", "not separated", "reversed", "not resolvable")
-#: the kinds of check (its section heading, and what the section says first): a claim, or a check
-#: against a baseline, which is no claim and is flagged where it does not hold
+#: the kinds of check (its section heading, and what the section says first): a claim, a check
+#: against a baseline, which is no claim and is flagged where it does not hold, or a comparison
+#: of two settings (e.g. two targets), no claim either
 KINDS = {
     "finding": ("Findings", ""),
     "baseline": ("Checks against a baseline", "Not claims: a check that does not hold is flagged."),
+    "comparison": (
+        "Comparisons between settings",
+        "Not claims: where each attack stands in one setting (first) against another (second) on the same "
+        "samples. *holds*: the first is above by the point estimate; *separated*: resolved above, *reversed*: "
+        "resolved below, *not separated*: no difference the interval resolves.",
+    ),
 }
 NAN = float("nan")
 

@@ -9,14 +9,17 @@ content position masked alone; the energy is the mean cross-entropy over positio
 PLL-word-l2r energy (Kauf and Ivanova, "A Better Way to Do Masked Language Model Scoring",
 ACL 2023): every content position scored once, with it and the rest of its word to the
 right masked (a word's later pieces do not give its earlier ones away); the energy is the
-mean cross-entropy over positions.
+mean cross-entropy over positions. Progressive (SAMA's nested masks, each step scoring the tokens
+it masks first) and ELBO (the masked-diffusion ELBO under a fixed schedule of masking ratios)
+energies: their patterns and schedules are in `mlmia.scoring.schedules`; the energy is the mean
+over their patterns too.
 
 Per-token evidence, from the same forward passes: for every scored position, the true
 token's log-probability, the mean and the variance of log p under the model's distribution
 there (E_p[log p], Var_p[log p]: what Min-K%++ standardises by) and whether the top-1
 prediction is the true token; lists per sample in pattern order (`token_*` columns).
 
-Two implementations share tokenization and masks (`mlmia.scoring.masks`, keyed on `mask_keys`):
+Two implementations share tokenization and masks (`mlmia.scoring.schedules`, keyed on `mask_keys`):
 
 - `score_samples`, the fast path: the masked copies of all samples are sorted by length
   and cut into batches under a token budget, the encoder runs once per batch and the LM
@@ -33,10 +36,10 @@ Output: one row per sample, in input order, with the columns in `SCORE_COLUMNS`.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,20 +53,21 @@ from mlmia.core.io import atomic_path, read_samples, require_columns
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import load_mlm, max_sequence_length, mlm_parts, resolve_device
 from mlmia.models.tokenizer import encode_text
-from mlmia.scoring.layout import ENERGY_KINDS, SCORE_COLUMNS
-from mlmia.scoring.masks import MASK_COUNTS, mask_keys, mask_patterns, n_masked, single_position_patterns
+from mlmia.scoring.layout import ENERGY_KINDS, PATTERN_SIZES, SCORE_COLUMNS, SIZED_KINDS
+from mlmia.scoring.masks import MASK_COUNTS, mask_keys, n_masked
+from mlmia.scoring.memory import batch_size_for_memory, sequence_bytes
+from mlmia.scoring.schedules import check_schedule, content_patterns
 
 log = get_logger(__name__)
 
 REDUCTIONS = ("mean", "sum")
+#: energy kinds whose patterns also mask positions they do not score
+UNSCORED_MASKS = ("pll_word_l2r", "progressive")
 #: CUDA autocast dtypes (auto: bf16 where the GPU supports it, else fp16); CPU always runs fp32
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # Tokens (padded rows x length) per forward pass when no batch size is given (CUDA: used
 # only when the free memory cannot be read).
 DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
-# Batch size chosen from free GPU memory: at most this many rows, using this share of it.
-MAX_MEMORY_BATCH = 4096
-MEMORY_HEADROOM = 0.8
 THREADS_ENV = "MLMIA_NUM_THREADS"
 PROGRESS_SECONDS = 30.0
 
@@ -79,7 +83,9 @@ def _check_params(
     batch_size: int | None = None,
     mask_count: str = "ceil",
     precision: str = "auto",
-) -> None:
+    schedule: Mapping | None = None,
+) -> dict | None:
+    """Check the scoring parameters; the energy kind's schedule with its defaults (or None)."""
     if mask_count not in MASK_COUNTS:
         raise UserError(f"unknown mask count {mask_count!r} (use one of {', '.join(MASK_COUNTS)})")
     if precision not in PRECISIONS:
@@ -94,6 +100,7 @@ def _check_params(
         raise UserError(f"the seed must be >= 0, got {seed}")
     if batch_size is not None and int(batch_size) < 1:
         raise UserError(f"the batch size must be >= 1, got {batch_size}")
+    return check_schedule(energy, schedule)
 
 
 def _sample_columns(samples: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -109,12 +116,16 @@ def _sample_columns(samples: pd.DataFrame) -> tuple[list[str], list[str]]:
 class _Prepared:
     sample_ids: list[str]
     ids: list[np.ndarray]  # token ids of each sample, special tokens included
-    patterns: list[np.ndarray]  # (K_i, l_i) sequence positions to mask and score
+    # sequence positions to mask and score: (K_i, l_i), or K_i arrays where patterns differ in size
+    patterns: list[np.ndarray | list[np.ndarray]]
     n_tokens: np.ndarray  # content tokens after truncation
     mask_id: int
     pad_id: int
-    # further positions to mask (not scored) in each pattern (pll_word_l2r: the rest of the word)
+    # further positions to mask (not scored) in each pattern (pll_word_l2r: the rest of the word;
+    # progressive: the tokens earlier steps masked)
     extra: list[list[np.ndarray]] | None = None
+    # a pattern's value is the sum of its cross-entropies times T / l (elbo, reduction sum)
+    per_sequence: bool = False
 
     def masked(self, i: int, j: int) -> np.ndarray:
         """Every position pattern j of sample i masks."""
@@ -130,6 +141,8 @@ def _prepare(
     seed: int,
     mask_count: str = "ceil",
     truncate: bool = False,
+    schedule: Mapping | None = None,
+    reduction: str = "mean",
 ) -> _Prepared:
     """Tokenize and lay out every sample's masking patterns. A text longer than the model's
     maximum length is refused (its score would be the score of a prefix) unless `truncate`,
@@ -144,6 +157,7 @@ def _prepare(
         raise UserError(f"tokenizer of {type(model).__name__} has no mask token; not a masked language model")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     max_len = max_sequence_length(model, tokenizer)
+    per_sequence = energy == "elbo" and reduction == "sum"
     if not texts:
         return _Prepared(
             sids,
@@ -152,7 +166,8 @@ def _prepare(
             np.zeros(0, dtype=np.int64),
             int(mask_id),
             int(pad_id),
-            [] if energy == "pll_word_l2r" else None,
+            [] if energy in UNSCORED_MASKS else None,
+            per_sequence,
         )
     # special-token strings in the text ("[MASK]", "<pad>") are read as characters: see encode_text
     labels = [f"sample {shown_id(sid)}" for sid in sids]
@@ -176,8 +191,8 @@ def _prepare(
         verbose=False,
     )
     ids_list, patterns, n_tok = [], [], np.empty(len(texts), dtype=np.int64)
-    extra: list[list[np.ndarray]] | None = [] if energy == "pll_word_l2r" else None
-    if extra is not None and not getattr(enc, "is_fast", False):
+    extra: list[list[np.ndarray]] | None = [] if energy in UNSCORED_MASKS else None
+    if energy == "pll_word_l2r" and not getattr(enc, "is_fast", False):
         raise UserError("energy pll_word_l2r needs word boundaries: a fast tokenizer (tokenizer.json)")
     n_truncated = 0
     for i, (sid, ids, special) in enumerate(zip(sids, enc["input_ids"], enc["special_tokens_mask"])):
@@ -194,12 +209,14 @@ def _prepare(
                     "(config scoring.truncate: true; mlmia score --truncate)"
                 )
             n_truncated += 1
-        pat = mask_patterns(seed, keys[i], t, k, mask_count) if energy == "masked" else single_position_patterns(t)
+        pat, unscored = content_patterns(energy, seed, keys[i], t, k, mask_count, schedule)
         ids_list.append(ids)
-        patterns.append(content[pat])
+        patterns.append(content[pat] if isinstance(pat, np.ndarray) else [content[p] for p in pat])
         n_tok[i] = t
-        if extra is not None:
+        if energy == "pll_word_l2r":
             extra.append(_rest_of_word(enc.word_ids(i), content))
+        elif extra is not None:
+            extra.append([content[p] for p in unscored])
     if n_truncated:
         log.warning(
             "%d of %d samples are longer than the model's maximum length (%d tokens with special tokens) and were truncated",
@@ -207,7 +224,7 @@ def _prepare(
             len(texts),
             max_len,
         )
-    return _Prepared(sids, ids_list, patterns, n_tok, int(mask_id), int(pad_id), extra)
+    return _Prepared(sids, ids_list, patterns, n_tok, int(mask_id), int(pad_id), extra, per_sequence)
 
 
 def _rest_of_word(word_ids: list, content: np.ndarray) -> list[np.ndarray]:
@@ -232,16 +249,20 @@ def _frame(
     def lists(key, cast):
         return pd.Series([np.asarray(e[key]).astype(cast).tolist() for e in evidence], dtype=object)
 
-    return pd.DataFrame(
+    sized = energy in SIZED_KINDS
+    sizes = [[len(pattern) for pattern in p] for p in prep.patterns]
+    frame = pd.DataFrame(
         {
             "sample_id": pd.Series(prep.sample_ids, dtype=object),
             "model": pd.Series([model_name] * n, dtype=object),
             "energy_kind": pd.Series([energy] * n, dtype=object),
             "energy": np.array([float(np.mean(v)) for v in per_pattern], dtype=np.float64),
             "n_tokens": prep.n_tokens.astype(np.int64),
-            "n_masked": np.array([p.shape[1] for p in prep.patterns], dtype=np.int64),
+            "n_masked": np.array(
+                [sum(z) if sized else p.shape[1] for z, p in zip(sizes, prep.patterns)], dtype=np.int64
+            ),
             "per_pattern": pd.Series([np.asarray(v, dtype=np.float64).tolist() for v in per_pattern], dtype=object),
-            "k": np.array([p.shape[0] for p in prep.patterns], dtype=np.int64),
+            "k": np.array([len(p) for p in prep.patterns], dtype=np.int64),
             "seed": np.full(n, int(seed), dtype=np.int64),
             "token_logp": lists("logp", np.float64),
             "token_mean": lists("mean", np.float64),
@@ -250,6 +271,9 @@ def _frame(
         },
         columns=SCORE_COLUMNS,
     )
+    if sized:
+        frame[PATTERN_SIZES] = pd.Series(sizes, dtype=object)
+    return frame
 
 
 def _default_name(model) -> str:
@@ -291,74 +315,6 @@ def _model_device(model) -> torch.device:
         return next(model.parameters()).device
     except StopIteration:  # pragma: no cover
         return torch.device("cpu")
-
-
-# --------------------------------------------------------------------------- batch size from memory
-
-
-def _config_value(config, names: tuple[str, ...], default=None):
-    for name in names:
-        value = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
-        if value:
-            return int(value)
-    if default is None:
-        raise UserError(f"model config: none of {', '.join(names)} is set; cannot estimate the memory of a batch")
-    return int(default)
-
-
-def sequence_bytes(
-    model_config, seq_len: int, dtype_bytes: int, masked_per_seq: int | None = None, *, full_logits: bool = False
-) -> int:
-    """Estimated peak GPU memory (bytes) of one sequence of `seq_len` tokens in an inference-mode batch.
-
-    With H = hidden size, I = intermediate size, A = attention heads, V = vocabulary,
-    d = `dtype_bytes` (autocast dtype), m = masked positions (default ceil(0.15 (seq_len - 2))):
-
-        encoder = seq_len * ((6 H + I) d + 2 H * 4) + A seq_len^2 (d + 4)
-        head    = m (2 H * 4 + V (d + 8))                       (LM head on masked positions)
-                  + seq_len V d                                  (full logits: no head split)
-
-    The encoder term is the working set of one layer (q, k, v, context, attention output
-    and the intermediate activation in d; the fp32 residual stream twice; attention scores
-    in d and their fp32 softmax, as if materialised). In inference mode no activation is
-    kept across layers, so the number of layers does not multiply it (the weights are
-    already out of the free memory). The head term: logits in d, their fp32 copy and the
-    cross-entropy's fp32 log-softmax per masked position.
-    """
-    hidden = _config_value(model_config, ("hidden_size", "dim", "d_model"))
-    inter = _config_value(model_config, ("intermediate_size", "hidden_dim", "d_ff"), 4 * hidden)
-    heads = _config_value(model_config, ("num_attention_heads", "n_heads"), 1)
-    vocab = _config_value(model_config, ("vocab_size",))
-    seq_len, d = max(1, int(seq_len)), int(dtype_bytes)
-    m = max(1, math.ceil(0.15 * max(1, seq_len - 2))) if masked_per_seq is None else max(1, int(masked_per_seq))
-    encoder = seq_len * ((6 * hidden + inter) * d + 2 * hidden * 4) + heads * seq_len * seq_len * (d + 4)
-    head = m * (2 * hidden * 4 + vocab * (d + 8))
-    if full_logits:
-        head += seq_len * vocab * d
-    return int(encoder + head)
-
-
-def batch_size_for_memory(
-    free_bytes: int,
-    model_config,
-    seq_len: int,
-    dtype_bytes: int,
-    *,
-    masked_per_seq: int | None = None,
-    full_logits: bool = False,
-    headroom: float = MEMORY_HEADROOM,
-    max_batch: int = MAX_MEMORY_BATCH,
-) -> int:
-    """Sequences of `seq_len` tokens per forward pass that fit in `headroom` x `free_bytes`.
-
-    floor(headroom * free_bytes / sequence_bytes(...)), clamped to [1, max_batch]; see
-    `sequence_bytes` for the estimate. `model_config`: a transformers config or a dict.
-    """
-    if max_batch < 1:
-        raise UserError(f"max_batch must be >= 1, got {max_batch}")
-    per = sequence_bytes(model_config, seq_len, dtype_bytes, masked_per_seq, full_logits=full_logits)
-    rows = int(max(0.0, float(headroom)) * max(0, int(free_bytes)) // per)
-    return max(1, min(int(max_batch), rows))
 
 
 @dataclass(frozen=True)
@@ -432,6 +388,7 @@ def score_samples(
     mask_count: str = "ceil",
     precision: str = "auto",
     truncate: bool = False,
+    schedule: Mapping | None = None,
 ) -> pd.DataFrame | tuple[pd.DataFrame, ScoringStats]:
     """Score an in-memory sample table (`sample_id`, `text`) with a loaded model: one row per sample.
 
@@ -441,10 +398,11 @@ def score_samples(
     memory (`batch_size_for_memory`, logged). A batch that runs out of memory is halved
     and retried (logged). `device` None keeps the model where it is; otherwise the model
     is moved there. Throughput is logged at the end; `return_stats` also returns it as
-    (scores, ScoringStats).
+    (scores, ScoringStats). `schedule`: the settings of a progressive or ELBO energy
+    (`mlmia.scoring.schedules.SCHEDULES`; missing keys take their defaults).
     """
     t0 = time.perf_counter()
-    _check_params(energy, k, seed, reduction, batch_size, mask_count, precision)
+    schedule = _check_params(energy, k, seed, reduction, batch_size, mask_count, precision, schedule)
     if token_budget is not None and int(token_budget) < 1:
         raise UserError(f"the token budget must be >= 1, got {token_budget}")
     if device is not None:
@@ -453,7 +411,7 @@ def score_samples(
             model.to(dev)
     dev = _model_device(model)
     model_name = model_name or _default_name(model)
-    prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate)
+    prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate, schedule, reduction)
     with _threads(num_threads), _eval_mode(model):
         values, run = _run_fast(model, prep, reduction, batch_size, token_budget, dev, progress_seconds, precision)
     evidence = run.pop("evidence", [])
@@ -563,7 +521,9 @@ class _Inputs:
     flat_target: torch.Tensor
     mask_id: int
     mean: bool
-    # positions masked but not scored (PLL-word-l2r), flat in copy order; None: none
+    # per-copy factor of a pattern's sum (elbo per sequence: T / l); None: none
+    scale: torch.Tensor | None = None
+    # positions masked but not scored (PLL-word-l2r, progressive), flat in copy order; None: none
     mask_off: np.ndarray | None = None
     mask_pos: torch.Tensor | None = None
     mask_copy: torch.Tensor | None = None
@@ -607,6 +567,8 @@ def _score_batch(inp: _Inputs, a: int, b: int) -> tuple[torch.Tensor, tuple[torc
     vals = torch.zeros(b - a, dtype=torch.float32, device=dev).index_add_(0, r, -evidence[0])
     if inp.mean:
         vals = vals / inp.copy_l[a:b]
+    elif inp.scale is not None:
+        vals = vals * inp.scale[a:b]
     return vals, evidence
 
 
@@ -623,19 +585,19 @@ def _run_fast(
         )
     lengths = np.array([len(x) for x in prep.ids], dtype=np.int64)
     order = np.argsort(lengths, kind="stable")
-    k_per = np.array([p.shape[0] for p in prep.patterns], dtype=np.int64)
-    l_per = np.array([p.shape[1] for p in prep.patterns], dtype=np.int64)
+    k_per = np.array([len(p) for p in prep.patterns], dtype=np.int64)
 
     # Copies in sorted order: copy c belongs to sample copy_sample[c]; sample order[j]'s copies
     # are contiguous, starting at copy_start[j].
     copy_sample = np.repeat(order, k_per[order])
     copy_len = lengths[copy_sample]
-    copy_l = l_per[copy_sample]
+    copy_l = np.array([len(pattern) for i in order for pattern in prep.patterns[i]], dtype=np.int64)
     n_copies = len(copy_sample)
     sample_end = np.cumsum(k_per[order])  # in sorted order
     copy_start = sample_end - k_per[order]
     # Masked positions, flat in copy order, with their copy index.
-    flat_pos = np.concatenate([prep.patterns[i].reshape(-1) for i in order])
+    flat_pos = np.concatenate([np.asarray(p).reshape(-1) if isinstance(p, np.ndarray) else np.concatenate(p)
+                               for p in (prep.patterns[i] for i in order)])  # fmt: skip
     flat_copy = np.repeat(np.arange(n_copies), copy_l)
     pos_off = np.concatenate([[0], np.cumsum(copy_l)])
     masking = {}
@@ -671,6 +633,7 @@ def _run_fast(
         flat_target=ids_t[copy_sample_t[flat_copy_t], flat_pos_t],
         mask_id=prep.mask_id,
         mean=reduction == "mean",
+        scale=torch.from_numpy(prep.n_tokens[copy_sample] / copy_l).float().to(dev) if prep.per_sequence else None,
         **masking,
     )
 
@@ -766,11 +729,12 @@ def score_samples_oracle(
     model_name: str | None = None,
     mask_count: str = "ceil",
     truncate: bool = False,
+    schedule: Mapping | None = None,
 ) -> pd.DataFrame:
     """The deliberately simple reference: one sample, one pattern, one full forward at a time."""
-    _check_params(energy, k, seed, reduction, mask_count=mask_count)
+    schedule = _check_params(energy, k, seed, reduction, mask_count=mask_count, schedule=schedule)
     model_name = model_name or _default_name(model)
-    prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate)
+    prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate, schedule, reduction)
     dev = _model_device(model)
     per_pattern, evidence = [], []
     with torch.inference_mode(), _eval_mode(model):
@@ -783,7 +747,8 @@ def score_samples_oracle(
                 masked[0, torch.tensor(prep.masked(i, j), device=dev)] = prep.mask_id
                 logits = model(masked).logits[0]
                 ce = F.cross_entropy(logits[pos].float(), original[0, pos], reduction="none")
-                values.append(float(ce.mean() if reduction == "mean" else ce.sum()))
+                value = ce.mean() if reduction == "mean" else ce.sum()
+                values.append(float(value * prep.n_tokens[i] / len(pattern) if prep.per_sequence else value))
                 for key, value in zip(tokens, _evidence(logits[pos], original[0, pos])):
                     tokens[key].extend(value.cpu().numpy().tolist())
             per_pattern.append(np.array(values, dtype=np.float64))
@@ -814,6 +779,7 @@ def score_file(
     precision: str = "auto",
     truncate: bool = False,
     chunk_samples: int = FILE_CHUNK_SAMPLES,
+    schedule: Mapping | None = None,
 ) -> int:
     """Read samples, load the model (with `tokenizer` when it is not the model's own; see
     `load_mlm`), score, and write `out` (Parquet) atomically; returns the number of rows.
@@ -824,7 +790,7 @@ def score_file(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    _check_params(energy, k, seed, reduction, batch_size, mask_count, precision)
+    schedule = _check_params(energy, k, seed, reduction, batch_size, mask_count, precision, schedule)
     df = read_samples(samples)
     mdl, tok = load_mlm(model, device, tokenizer=tokenizer)
     local = Path(str(model)).expanduser()
@@ -849,6 +815,7 @@ def score_file(
                     mask_count=mask_count,
                     precision=precision,
                     truncate=truncate,
+                    schedule=schedule,
                 )
                 table = pa.Table.from_pandas(part, preserve_index=False)
                 if writer is None:

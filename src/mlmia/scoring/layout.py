@@ -9,4 +9,9 @@ SCORE_COLUMNS = [
 TOKEN_COLUMNS = ["token_logp", "token_mean", "token_var", "token_top1"]
 
 #: the energy kinds the scorer computes (mlmia.scoring.energy)
-ENERGY_KINDS = ("masked", "normalized", "pll_word_l2r")
+ENERGY_KINDS = ("masked", "normalized", "pll_word_l2r", "progressive", "elbo")
+#: the kinds whose patterns score different numbers of positions (mlmia.scoring.schedules): their
+#: score tables have one more column, `PATTERN_SIZES`, each pattern's scored positions in pattern
+#: order (the lengths of the pieces the token lists are made of); their `n_masked` is the total
+PATTERN_SIZES = "pattern_sizes"
+SIZED_KINDS = ("progressive", "elbo")

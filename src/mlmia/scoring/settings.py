@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
+from mlmia.scoring.schedules import SCHEDULES, check_schedule
+
 
 @dataclass(frozen=True)
 class ScoringSettings:
-    """What a score depends on (K, seed, reduction, mask count, precision, truncation), the batch
-    size and the device. The job-level keys of `scoring:` (shard size, threads, GPUs, memory)
-    are the rules' resources, not settings of a score."""
+    """What a score depends on (K, seed, reduction, mask count, precision, truncation, and the
+    schedule of a progressive or ELBO energy), the batch size and the device. The job-level keys
+    of `scoring:` (shard size, threads, GPUs, memory) are the rules' resources, not settings of a
+    score."""
 
     k: int = 10
     seed: int = 0
@@ -22,19 +25,32 @@ class ScoringSettings:
     batch_size: int | None = None
     truncate: bool = False
     device: str = "auto"
+    #: the energy kind's schedule (`mlmia.scoring.schedules.SCHEDULES`: scoring.progressive,
+    #: scoring.elbo); None for the kinds without one
+    schedule: Mapping | None = None
 
     @classmethod
     def from_config(cls, scoring: Mapping, energy: str = "masked") -> ScoringSettings:
         """The settings of a validated `scoring:` section for energy kind `energy`: only the masked
-        energy draws K patterns, so the others carry K = 1 and a change of K does not rescore them."""
-        settings = cls(**{f.name: scoring[f.name] for f in fields(cls) if f.name in scoring})
-        return settings if energy == "masked" else replace(settings, k=1)
+        energy draws K patterns, so the others carry K = 1 and a change of K does not rescore them;
+        a progressive or ELBO energy carries its schedule (`scoring.<kind>`), the others none."""
+        settings = cls(**{f.name: scoring[f.name] for f in fields(cls) if f.name in scoring and f.name != "schedule"})
+        if energy == "masked":
+            return settings
+        schedule = check_schedule(energy, scoring.get(energy)) if energy in SCHEDULES else None
+        return replace(settings, k=1, schedule=schedule)
 
     def as_params(self) -> dict:
-        """A plain mapping, for a rule's params (Snakemake reruns the rule when it changes)."""
-        return asdict(self)
+        """A plain mapping, for a rule's params (Snakemake reruns the rule when it changes); the
+        kinds without a schedule leave the key out, so their params are what they always were."""
+        out = asdict(self)
+        if out["schedule"] is None:
+            del out["schedule"]
+        else:
+            out["schedule"] = dict(out["schedule"])
+        return out
 
     def score_arguments(self) -> dict:
         """The keyword arguments of `mlmia.scoring.energy.score_samples` that these settings fix
         (the device is the loaded model's)."""
-        return {key: value for key, value in asdict(self).items() if key != "device"}
+        return {key: value for key, value in self.as_params().items() if key != "device"}

@@ -24,6 +24,8 @@ from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
 from mlmia.study.audit import audit_spec
 from mlmia.study.experiment import NEIGHBOUR_SET, Experiment
+from mlmia.study.optional import without_optional
+from mlmia.study.pools import ReferencePools
 from mlmia.study.schema import load_yaml, validate
 
 #: what a table row or column may pin down of a cell
@@ -36,8 +38,6 @@ RESULTS = "results"
 DEFAULT_GROUP = "default"
 #: the DP audit's target group (`snakemake dp`): built only when the config has `dp_audit`
 DP_GROUP = "dp"
-#: the reference models the workflow trains: pool_ref_0, pool_ref_1, ...
-REFERENCE_PREFIX = "pool_ref_"
 #: the shadow protocol's models: shadow_alice, shadow_bob_0, ...
 SHADOW_PREFIX = "shadow_"
 #: model keys that are not training settings (where the model comes from)
@@ -92,11 +92,14 @@ class Study:
         self.spec_name = spec_name
         if config.get("dp_audit") is None:  # no DP targets configured: the dp group's outputs are left out
             spec = without_group(spec, DP_GROUP)
+        imported = {m for d in config.get("imported", {}).get("datasets", {}).values() for m in d["models"]}
+        spec = without_optional(spec, set(config.get("models", {})) | imported)  # e.g. no masked-diffusion target
         self.run = config["run"]
         self.results = f"{RESULTS}/{self.run}"
         self.metrics = config["metrics"]
         self.row_sets = spec.get("row_sets", {})
         self.experiments = self._experiments(spec)
+        self.pools = ReferencePools(config.get("references"), self.models, self.experiments)
         self.tables = self._tables(spec)
         self.figures = dict(spec.get("figures", {}))
         self.findings = list(spec.get("findings", []))
@@ -185,14 +188,19 @@ class Study:
                 )
         return {name: tables[name] for name in chosen}
 
-    def rows(self, table: str) -> list[dict]:
-        """A table's rows (a row set is named by a string)."""
-        rows = self.tables[table].get("rows", [])
-        if isinstance(rows, str):
-            if rows not in self.row_sets:
-                raise UserError(f"{self.spec_name}: table {table!r}: unknown row set {rows!r}")
-            rows = self.row_sets[rows]
-        return [dict(row) for row in rows]
+    def rows(self, table: str, rows=None, seen: tuple = ()) -> list[dict]:
+        """A table's rows: a row set is named by a string, in place of its rows or among them."""
+        rows = self.tables[table].get("rows", []) if rows is None else rows
+        out = []
+        for item in [rows] if isinstance(rows, str) else rows:
+            if not isinstance(item, str):
+                out.append(dict(item))
+            elif item not in self.row_sets or item in seen:
+                problem = "names itself" if item in seen else "is unknown"
+                raise UserError(f"{self.spec_name}: table {table!r}: row set {item!r} {problem}")
+            else:
+                out += self.rows(table, self.row_sets[item], (*seen, item))
+        return out
 
     def cells(self, table: str):
         """(column, row, cell) of every cell of a metrics or exposure table."""
@@ -492,7 +500,7 @@ class Study:
                 if role in experiment.models:
                     out[f"{role}__{kind}"] = (experiment.dataset, experiment.models[role], kind)
                 elif role == "references":
-                    for i, model in enumerate(self.reference_pool()):
+                    for i, model in enumerate(self.pools.of(experiment)):
                         out[f"references.{i}__{kind}"] = (experiment.dataset, model, kind)
                 elif role == "neighbours":
                     out[f"neighbours__{kind}"] = (experiment.neighbour_set, experiment.target, kind)
@@ -503,7 +511,7 @@ class Study:
         experiment = self.experiments[name]
         models: dict = dict(experiment.models)
         if experiment.references:
-            models["references"] = self.reference_pool()
+            models["references"] = self.pools.of(experiment)
         if experiment.neighbours:
             models["neighbours"] = experiment.target
         return models
@@ -519,16 +527,21 @@ class Study:
 
     def model_dir(self, name: str) -> str:
         """A model's directory (or hub id): the user's `path`, or where the workflow trains it."""
-        if name in self.reference_pool() or name in self.shadow_models():
+        if name in self.reference_models() or name in self.shadow_models():
             return self.path("models", name)
         if name not in self.models:
             raise UserError(f"config key models: {name!r} is not a configured model (models: {', '.join(self.models)})")
         return self.models[name].get("path", self.path("models", name))
 
     def reference_pool(self) -> list[str]:
-        """The reference models the workflow trains for LiRA and RMIA (config `references`)."""
-        spec = self.config.get("references")
-        return [f"{REFERENCE_PREFIX}{i}" for i in range(spec["count"])] if spec else []
+        """The reference models the workflow trains for LiRA and RMIA (config `references`), their
+        splits; a target of another training objective reads the same splits trained with it
+        (`reference_models`, `mlmia.study.pools`)."""
+        return self.pools.own_pool()
+
+    def reference_models(self) -> list[str]:
+        """Every reference model the workflow trains for LiRA and RMIA, of every objective's pool."""
+        return self.pools.all()
 
     def shadow_models(self) -> list[str]:
         """The shadow protocol's models (config `shadow`): Alice's target and Bob's shadows."""
@@ -541,7 +554,9 @@ class Study:
         """Every model the workflow trains: the config's models without a `path`, the
         reference pool and the shadow protocol's models."""
         return (
-            [m for m, spec in self.models.items() if "path" not in spec] + self.reference_pool() + self.shadow_models()
+            [m for m, spec in self.models.items() if "path" not in spec]
+            + self.reference_models()
+            + self.shadow_models()
         )
 
     def training_spec(self, name: str) -> dict:
@@ -557,20 +572,20 @@ class Study:
         return spec
 
     def _training_spec(self, name: str) -> dict:
-        if name in self.reference_pool() or name in self.shadow_models():
-            if name in self.reference_pool():
-                references = self.config["references"]
-                text = self.path("references", f"{name}.text.parquet")
-                if "settings" in references:
-                    return {"text": text, "settings": dict(references["settings"]), "init": references.get("init")}
-                shape = references["shape"]
-            else:  # Alice takes her shape, Bob's shadows the shape Bob guesses
-                who = name[len(SHADOW_PREFIX) :]
-                shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
-                text = self.path("shadow", f"{who}.text.parquet")
+        if name in self.reference_models():
+            references = self.config["references"]
+            if "settings" in references:
+                given = dict(references["settings"])
+            else:
+                given = {k: v for k, v in self.models[references["shape"]].items() if k not in NOT_SETTINGS}
+            split, settings = self.pools.training(name, given)
+            text = self.path("references", f"{split}.text.parquet")
+            return {"text": text, "settings": settings, "init": references.get("init")}
+        if name in self.shadow_models():  # Alice takes her shape, Bob's shadows the shape Bob guesses
+            who = name[len(SHADOW_PREFIX) :]
+            shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
             settings = {k: v for k, v in self.models[shape].items() if k not in NOT_SETTINGS}
-            init = self.config["references"].get("init") if name in self.reference_pool() else None
-            return {"text": text, "settings": settings, "init": init}
+            return {"text": self.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
         spec = self.models[name]
         canaries = self.gradient_canaries()
         if spec.get("dp") is not None and canaries is not None:  # the white-box audit's canaries join the training
@@ -675,7 +690,9 @@ class Study:
     def finding_checks(self, group: str | None = None) -> list[dict]:
         """One comparison per finding (of `group`, or of every group) and experiment in its
         scope: its two cells, each with the experiment it reads. A finding over a level
-        (`experiments: sample`) covers the experiments of that level in its group's tables."""
+        (`experiments: sample`) covers the experiments of that level in its group's tables; a
+        pair of experiments in its list ([first, second]) compares the first's cell with the
+        second's (one setting against another on the same samples, e.g. two targets)."""
         checks = []
         for finding in self.findings:
             finding_group = finding.get("group", DEFAULT_GROUP)
@@ -695,17 +712,17 @@ class Study:
             else:
                 names = [None]
             for name in names:
-                sides = {}
-                for side in ("compare", "against"):
+                sides, pair = {}, name if isinstance(name, list) else [name, name]
+                for side, experiment in zip(("compare", "against"), pair):
                     cell = dict(finding[side])
-                    if name is not None:
-                        cell["experiment"] = name
+                    if experiment is not None:
+                        cell["experiment"] = experiment
                     elif "experiment" not in cell:
                         raise UserError(f"{self.spec_name}: finding {finding['id']!r} {side} names no experiment")
                     sides[side] = cell
                 checks.append({
                     "finding": finding["id"], "claim": finding["claim"], "kind": finding.get("kind", "finding"),
-                    "scope": name, "group": finding_group,
+                    "scope": " vs ".join(pair) if isinstance(name, list) else name, "group": finding_group,
                     "margin": float(finding.get("margin", 0.0)), "allow_equal": bool(finding.get("allow_equal", False)),
                     **sides,
                 })  # fmt: skip
@@ -820,7 +837,9 @@ def without_group(spec: dict, group: str) -> dict:
         return item.get("group", DEFAULT_GROUP) == group
 
     def read(item: dict) -> set:
-        names = {c["experiment"] for c in item.get("columns", [])} | set(item.get("experiments", []) or [])
+        scope = item.get("experiments") if isinstance(item.get("experiments"), list) else []
+        names = {c["experiment"] for c in item.get("columns", [])}
+        names |= {e for entry in scope for e in ([entry] if isinstance(entry, str) else entry)}
         names |= {item["experiment"]} if isinstance(item.get("experiment"), str) else set()
         return names | {item[s]["experiment"] for s in ("compare", "against") if "experiment" in item.get(s, {})}
 

@@ -12,7 +12,9 @@ A model config names its objective (`objective`, default ``bert_mlm``). An objec
 module of this package, named as the objective, holding one `Objective` subclass; a new one
 (e.g. a masked-diffusion objective: a masking ratio t per sequence, the loss weighted by 1 / t)
 is a new module with its name in the config schema's `objective` enum, and the loops stay as
-they are: per-position or per-sequence weights travel in `MaskedBatch.weights`.
+they are: per-position or per-sequence weights travel in `MaskedBatch.weights` (`mdlm`). An
+objective DP-SGD has not been checked with says so (`supports_dp`), and a DP model that names it
+is refused where its training starts (`check_dp_objective`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 #: the registry imports this package's modules by name (read by mlmia.core.provenance)
 LOADS_BY_NAME = "mlmia.models.objectives"
 _NOT_OBJECTIVES = ("base",)
+#: the objective of a model whose config names none
+DEFAULT_OBJECTIVE = "bert_mlm"
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,11 @@ class MaskedBatch:
 
 class Objective:
     """A training objective. Subclasses set `name` (the module's name) and implement the three
-    methods; `from_settings` builds one from a model's settings and its tokenizer."""
+    methods; `from_settings` builds one from a model's settings and its tokenizer; `supports_dp`
+    says whether DP-SGD may train with it."""
 
     name: ClassVar[str] = ""
+    supports_dp: ClassVar[bool] = True
 
     @classmethod
     def from_settings(cls, settings: dict, tokenizer) -> Objective:
@@ -82,9 +88,8 @@ def objective_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.name not in _NOT_OBJECTIVES)
 
 
-def make_objective(settings: dict, tokenizer) -> Objective:
-    """The objective a model's settings name (`objective`), built for its tokenizer."""
-    name = settings["objective"]
+def objective_class(name: str) -> type[Objective]:
+    """The `Objective` subclass of module `name` of this package."""
     if name not in objective_names():
         raise UserError(f"model config: objective must be one of {', '.join(objective_names())}, got {name!r}")
     module = importlib.import_module(f"mlmia.models.objectives.{name}")
@@ -95,4 +100,17 @@ def make_objective(settings: dict, tokenizer) -> Objective:
     ]
     if len(found) != 1 or found[0].name != name:
         raise UserError(f"mlmia.models.objectives.{name}: needs exactly one Objective subclass named {name!r}")
-    return found[0].from_settings(settings, tokenizer)
+    return found[0]
+
+
+def make_objective(settings: dict, tokenizer) -> Objective:
+    """The objective a model's settings name (`objective`), built for its tokenizer."""
+    return objective_class(settings["objective"]).from_settings(settings, tokenizer)
+
+
+def check_dp_objective(objective: Objective | type[Objective] | str) -> None:
+    """Refuse, in one line, DP-SGD with an objective (an instance, a class or a module's name) it
+    has not been checked with."""
+    found = objective_class(objective) if isinstance(objective, str) else objective
+    if not found.supports_dp:
+        raise UserError(f"model config: dp is not offered with objective {found.name} yet (use objective bert_mlm)")
