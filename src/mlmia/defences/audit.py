@@ -5,10 +5,11 @@ What is checked (`audit_target`), each against the accountant's epsilon at its d
 target's train_info.json, `accountant_record`):
 
 - the white-box one-run audit (`mlmia.defences.gradient_canaries`): the gradient canaries'
-  scores, guesses on the highest and lowest (`one_run_canary_audit`), and two lower bounds on
-  epsilon at the accountant's delta, Steinke, Nasr and Jagielski's (NeurIPS 2023) and the f-DP
-  analysis of the same guesses (Mahloujifar, Melis and Chaudhuri, ICML 2025), each at
-  confidence 1 - (1 - c) / 2 so that both hold together with confidence c;
+  scores, guesses on the highest and lowest (`one_run_canary_audit`), and the f-DP analysis'
+  lower bound on epsilon at the accountant's delta (Mahloujifar, Melis and Chaudhuri, ICML
+  2025), with Steinke, Nasr and Jagielski's (NeurIPS 2023) of the same guesses beside it at the
+  same confidence, for comparison only (it never feeds the failure rule, so it takes no share
+  of the confidence);
 - the mechanism checks of the same run (`mechanism_checks`: the Poisson batches against q n,
   the noise on canary-free coordinates against sigma C / expected batch), each failing below
   its level (`dp_audit.check_level`);
@@ -152,10 +153,14 @@ def one_run_canary_audit(
     bits) from the auditor's scores (higher = included). The auditor guesses "in" for the
     ceil(`guess_share` m / 2) highest scores and "out" for as many lowest, abstaining on the rest;
     `guess_share` is fixed before the scores are seen (trying several spends the confidence).
-    Two lower bounds on epsilon at `delta` (the accountant's, per canary) from the same guesses,
-    each valid with probability 1 - `beta` / 2, so that both, and their maximum `epsilon_lb`, hold
-    with probability 1 - `beta`: `steinke_lb` (Steinke, Nasr and Jagielski, NeurIPS 2023,
-    `one_run_epsilon`) and `fdp_lb` (the f-DP analysis, `fdp_one_run_epsilon`)."""
+    The bound `epsilon_lb` is `fdp_lb`, the f-DP analysis' lower bound on epsilon at `delta` (the
+    accountant's, per canary; `fdp_one_run_epsilon`), valid with probability 1 - `beta`.
+    `steinke_lb` (Steinke, Nasr and Jagielski, NeurIPS 2023, `one_run_epsilon`) of the same
+    guesses at the same `beta` is reported beside it, never combined with it: taking the larger
+    of the two would need each at `beta` / 2, and the f-DP analysis is the tighter one
+    (Mahloujifar et al.; with delta > 0, where Steinke et al.'s 2 m delta term dominates, by far:
+    tests/test_dp.py). Halving `beta` for a bound that adds nothing is what left the CI world's
+    eps = 8 audit at 0 (161 of 200 guesses right, m delta = 1.7)."""
     scores = np.asarray(scores, dtype=float).ravel()
     bits = np.asarray(included).ravel()
     m = len(scores)
@@ -167,10 +172,10 @@ def one_run_canary_audit(
         )
     k = min(m // 2, math.ceil(guess_share * m / 2))
     correct = one_run_correct(scores, bits, k, k)
-    steinke = one_run_epsilon(m, 2 * k, correct, delta, beta / 2)
-    fdp = fdp_one_run_epsilon(m, 2 * k, correct, delta, beta / 2)
+    steinke = one_run_epsilon(m, 2 * k, correct, delta, beta)
+    fdp = fdp_one_run_epsilon(m, 2 * k, correct, delta, beta)
     return {"canaries": m, "inserted": int(bits.astype(bool).sum()), "guesses": 2 * k, "correct": correct,
-            "steinke_lb": steinke, "fdp_lb": fdp, "epsilon_lb": max(steinke, fdp), "beta": beta,
+            "steinke_lb": steinke, "fdp_lb": fdp, "epsilon_lb": fdp, "beta": beta,
             "delta": delta}  # fmt: skip
 
 
@@ -309,8 +314,8 @@ def target_failures(audit: dict) -> list[str]:
         return failures
     for row in audit["canary_audits"]:
         if row["epsilon_lb"] > epsilon + TOLERANCE:
-            failures.append(f"the {row['audit']} one-run bound eps >= {row['epsilon_lb']:.4f} (f-DP {row['fdp_lb']:.4f}, "
-                            f"Steinke et al. {row['steinke_lb']:.4f}; {row['correct']} of {row['guesses']} guesses)")  # fmt: skip
+            failures.append(f"the {row['audit']} one-run bound eps >= {row['epsilon_lb']:.4f} (f-DP; "
+                            f"Steinke et al.'s {row['steinke_lb']:.4f}; {row['correct']} of {row['guesses']} guesses)")  # fmt: skip
     for row in audit["attacks"]:
         if row["epsilon_lb"] > epsilon + TOLERANCE:
             failures.append(f"attack {row['attack']!r}: empirical lower bound eps >= {row['epsilon_lb']:.4f}")
