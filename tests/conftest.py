@@ -132,6 +132,10 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if WORKFLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.workflow)
+    # The tests that read the full default run go last: the run starts in the background at
+    # collection (pytest_collection_finish) and then overlaps the whole suite, instead of the
+    # suite stopping a third of the way in to wait for it. Otherwise the order is the files'.
+    items.sort(key=lambda item: "default_run" in getattr(item, "fixturenames", ()))
 
 
 DEFAULT_RUN = pytest.StashKey[tuple]()

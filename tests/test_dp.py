@@ -671,15 +671,18 @@ def test_the_recipes_overlay_trains_its_models_from_the_public_reference(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.workflow
-def test_snakemake_dp_on_the_ci_config_and_its_faults(tmp_path):
+def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     """`snakemake dp --keep-going` on config/ci.yaml with config/dp_faults.yaml: every faulty target's
     check job fails in one line naming it, what caught it and its accountant epsilon; the correct
     targets pass, their bounds below their accountant epsilon, the white-box bound at epsilon 8
     positive; the tables list every target with its recorded fault. (The no_noise target is the
     check that config/ci.yaml alone fails a no_noise model at epsilon 1: the overlay adds models
-    only, and its white-box bound certifies more than 1.)"""
-    workdir = copy_workflow(tmp_path)
-    config = write_config(workdir, "ci.yaml")
+    only, and its white-box bound certifies more than 1.) It runs in the session's CI run, whose
+    world, references and scores it reads as a user's `snakemake dp` after `snakemake` would; the
+    reference pool and neighbour texts it builds serve the zoo's test after it, and the default
+    targets stay up to date (checked at the end)."""
+    workdir = ci_run
+    config = ci_run / "test_config.yaml"
     faults = ["dp_fault_no_noise", "dp_fault_no_clipping", "dp_fault_noise_tenth", "dp_fault_wrong_sampling_rate"]
     result = run_snakemake(workdir, "--keep-going", "dp", "--configfile", str(config), "config/dp_faults.yaml",
                            check=False, timeout=3600)  # fmt: skip
@@ -743,17 +746,23 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(tmp_path):
     # at confidence 1 - 0.05 / 3 / 12, certify nothing even when separated perfectly; the attack path of
     # the failure rule is tested on a synthetic table, test_a_bound_above_the_accountant_epsilon_fails_loudly.)
     train_info = run / "models" / "dp_eps8" / "train_info.json"
-    facts = json.loads(train_info.read_text())
+    original = train_info.read_text()
+    facts = json.loads(original)
     facts["dp"]["epsilon"] = 0.01
     train_info.write_text(json.dumps(facts))
-    result = run_snakemake(workdir, "--configfile", str(config), "--forcerun", "dp_audit", "--",
-                           "results/ci/dp/audit/dp_eps8.passed", check=False)  # fmt: skip
+    try:
+        result = run_snakemake(workdir, "--configfile", str(config), "--forcerun", "dp_audit", "--",
+                               "results/ci/dp/audit/dp_eps8.passed", check=False)  # fmt: skip
+    finally:
+        train_info.write_text(original)  # the session's run is shared with later tests
     assert result.returncode != 0
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("mlmia: error:")]
     assert len(errors) == 1 and errors[0].startswith(
         "mlmia: error: DP audit: target 'dp_eps8' (accountant's eps = 0.0100"
     )
     assert f"the white-box one-run bound eps >= {eps8['whitebox_lb']:.4f} (f-DP; " in errors[0]
+    # the DP group and its overlay added to the run; the default targets stay up to date
+    assert not planned_jobs(workdir, "--configfile", str(config))
 
 
 def test_the_families_of_bounds_share_the_confidence():
