@@ -7,8 +7,10 @@
 
 Both run the named targets `TARGETS` (29 of the CI DAG's 114 jobs: the corpora, the tokenizer,
 Base and the domain reference, both energy kinds, attack tables and metrics), not the whole
-DAG: what they check is the scoring and resuming machinery, which every table shares, and the
-whole DAG's process start-ups cost minutes of the suite each.
+DAG: what they check is the scoring and resuming machinery, which every table shares. They
+share one directory: the resumed run's models and corpora serve the second check, which
+changes scoring settings only and so reruns the scoring jobs and what follows them (each
+process start-up of the whole DAG costs the suite seconds).
 """
 
 import os
@@ -17,7 +19,7 @@ import subprocess
 import time
 
 import pytest
-from workflow_helpers import SNAKEMAKE, copy_workflow, run_snakemake, write_config
+from workflow_helpers import SNAKEMAKE, copy_workflow, planned_jobs, run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
 TABLES = "results/ci/tables"
@@ -35,8 +37,11 @@ def same_tables(workdir, ci_run, suffix) -> bool:
     return ours == {name: theirs.get(name) for name in ours}
 
 
-def test_a_killed_run_resumes_to_the_same_tables(ci_run, tmp_path):
-    workdir = copy_workflow(tmp_path)
+@pytest.fixture(scope="module")
+def resumed_run(ci_run, tmp_path_factory):
+    """`TARGETS` on config/ci.yaml killed (SIGKILL, the whole process group) while a scoring
+    job writes, then unlocked and resumed with --rerun-incomplete; its directory."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("resumed"))
     config = write_config(workdir, "ci.yaml")
     process = subprocess.Popen(
         [SNAKEMAKE, "--cores", "2", "--configfile", str(config), "--", *TARGETS],
@@ -55,14 +60,20 @@ def test_a_killed_run_resumes_to_the_same_tables(ci_run, tmp_path):
     assert not (workdir / TABLES / "table2.csv").exists()  # it was killed mid-run (the static Table 8 may be there)
     run_snakemake(workdir, "--configfile", str(config), "--unlock")
     run_snakemake(workdir, "--configfile", str(config), "--rerun-incomplete", "--", *TARGETS)
+    return workdir
+
+
+def test_a_killed_run_resumes_to_the_same_tables(ci_run, resumed_run):
     for suffix in (".csv", ".md", ".tex"):
-        assert same_tables(workdir, ci_run, suffix), suffix
-    assert not list((workdir / "results").rglob("*.tmp"))
+        assert same_tables(resumed_run, ci_run, suffix), suffix
+    assert not list((resumed_run / "results").rglob("*.tmp"))
 
 
-def test_shards_and_batch_size_change_no_table_cell(ci_run, tmp_path):
-    workdir = copy_workflow(tmp_path)
+def test_shards_and_batch_size_change_no_table_cell(ci_run, resumed_run):
+    workdir = resumed_run
     config = write_config(workdir, "ci.yaml", scoring__shard_size=60, scoring__batch_size=7)
+    rules = {rule for rule, _ in planned_jobs(workdir, "--configfile", str(config), "--", *TARGETS)}
+    assert "score_shard" in rules and not rules & {"train_model", "build_corpora", "train_tokenizer"}, rules
     run_snakemake(workdir, "--configfile", str(config), "--", *TARGETS)
     shards = sorted((workdir / "results/ci/logs/score/clinical").glob("base.masked.*.log"))
     assert len(shards) > 1  # really more shards than the CI run's
