@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 TINY_MAX_LEN = 40  # positions (special tokens included) of the tiny models: long texts get truncated
@@ -149,14 +147,9 @@ def pytest_collection_finish(session):
     as soon as the collected tests include one that needs it: it then fills the cores that
     the rest of the suite leaves idle (single-threaded unit tests, SLURM's status polling),
     instead of running alone when its test's turn comes."""
-    if session.config.option.collectonly:
-        return
-    if any("slurm_run" in getattr(item, "fixturenames", ()) for item in session.items):
-        # the SLURM run waits on its cluster's latency most of its life: it overlaps the suite too
-        from slurm_run import STASH_KEY, BackgroundSlurmRun
-
-        session.config.stash[STASH_KEY] = BackgroundSlurmRun(session.config._tmp_path_factory.mktemp("slurm"))
-    if not any("default_run" in getattr(item, "fixturenames", ()) for item in session.items):
+    if session.config.option.collectonly or not any(
+        "default_run" in getattr(item, "fixturenames", ()) for item in session.items
+    ):
         return
     from workflow_helpers import start_config
 
@@ -165,11 +158,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session):
-    """No default run or SLURM run outlives the session (one stopped early by -x, Ctrl-C or a failure)."""
-    if "slurm_run" in sys.modules:
-        slurm = session.config.stash.get(sys.modules["slurm_run"].STASH_KEY, None)
-        if slurm is not None:
-            slurm.stop()
+    """No default run outlives the session (one stopped early by -x, Ctrl-C or a failure)."""
     started = session.config.stash.get(DEFAULT_RUN, None)
     if started is not None and started[1].poll() is None:
         import os

@@ -1,7 +1,7 @@
 """The workflow on a real one-node SLURM cluster through profiles/slurm gives the local run's tables.
 
 The cluster (tests/slurm_cluster.py: Debian's slurm-wlm and munge, installed here with
-apt-get when missing, all state in a temp dir) runs config/ci.yaml's targets (`slurm_run.TARGETS`) with the SLURM
+apt-get when missing, all state in a temp dir) runs config/ci.yaml's `TARGETS` with the SLURM
 profile; every value of each of their results/ci/tables/*.csv must equal the local `ci_run`'s
 (training and scoring are seeded, single-threaded on CPU, so bit-identical). The targets hold
 every kind of job the default DAG has but the renderers of the other tables (corpora,
@@ -9,25 +9,91 @@ tokenizer, three trainings, both energy kinds, attack tables and metrics, the ex
 features, ROC curves, a figure): 37 jobs, not the whole DAG's 114, whose job start-ups on a
 2-core cluster cost the suite ten minutes for nothing more that SLURM could get wrong. The profile's resource
 requests are checked on what slurmctld recorded: the scoring jobs asked for a GPU, no other
-job did. docs/slurm.md describes the flags (tests/slurm_run.py). The run starts in a thread as
-soon as pytest has collected this file's tests (it is bound by the cluster's latency, not by
-CPU, so it overlaps the rest of the suite); the tests here wait for what is left of it.
+job did. docs/slurm.md describes the flags below.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from slurm_cluster import SlurmUnavailable
-from slurm_run import STASH_KEY, BackgroundSlurmRun
+from slurm_cluster import SlurmCluster, SlurmUnavailable, ensure_installed
 from workflow_helpers import SNAKEMAKE, copy_workflow, write_config
 
+RUN_TIMEOUT = 1200  # seconds; a guard against a hung run, not a timing check
+#: what the cluster runs: Table 2, the exposure features' Table 7, the zoo's loss-only table, Figure 4
+TARGETS = ("table2", "table7", "table_zoo", "fig4")
 TABLES = ("table2.csv", "table7.csv", "table_zoo.csv")
+
+# Flags the test adds to the profile. For a machine with 2 cores that runs ~110 jobs of a
+# few seconds each, every second of latency counts:
+TEST_FLAGS = [
+    # no accounting database here: squeue sees finished jobs for MinJobAge seconds
+    "--slurm-status-command",
+    "squeue",
+    # first check after 1 s, and 1 s again after any job finished (the plugin adds 10 s
+    # per check that saw none finish)
+    "--seconds-between-status-checks",
+    "1",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--latency-wait",
+    "10",
+    "--scheduler",
+    "greedy",  # the ILP scheduler costs the main process seconds per round
+    # ~70 attack/metrics/render jobs of a second each: one SLURM job (and one Snakemake
+    # job-step start-up) per 7 of them. --cores 1 keeps each group job at 1 CPU (a group
+    # asks for the sum over its parallel jobs, capped by --cores).
+    "--cores",
+    "1",
+    "--groups",
+    "attack_table=post",
+    "attack_metrics=post",
+    "roc_curve=post",
+    "render_table=render",
+    "render_figure=render",
+    "--group-components",
+    "post=7",
+    "render=7",
+]
+
+
+def run_on_slurm(cluster: SlurmCluster, workdir: Path, *args: str, timeout: int = RUN_TIMEOUT):
+    """Snakemake with the SLURM profile in workdir; (return code, output, seconds).
+
+    Stops Snakemake with SIGINT (it then cancels its SLURM jobs) on a timeout, on Ctrl-C,
+    or when a cluster daemon dies under it (it would wait for its jobs forever)."""
+    cmd = [SNAKEMAKE, "--workflow-profile", "profiles/slurm", *TEST_FLAGS, *args]
+    log_path = workdir / "slurm_run.log"
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=cluster.env(), stdout=log, stderr=subprocess.STDOUT)
+        problem = None
+        try:
+            while proc.poll() is None and problem is None:
+                time.sleep(1)
+                if time.monotonic() - start > timeout:
+                    problem = f"timed out after {timeout} s"
+                elif dead := cluster.dead():
+                    problem = f"SLURM daemons exited during the run: {dead}"
+        finally:
+            if proc.poll() is None:  # a problem, or an exception (Ctrl-C) in the loop
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    output = log_path.read_text()
+    if problem:
+        raise AssertionError(f"snakemake on SLURM: {problem}\n{output[-6000:]}\n{cluster.logs()}")
+    return proc.returncode, output, time.monotonic() - start
 
 
 def table_differences(expected: Path, actual: Path) -> list[str]:
@@ -58,35 +124,34 @@ def table_differences(expected: Path, actual: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def background_slurm_run(request, tmp_path_factory):
-    """The run conftest started at collection (`slurm_run.BackgroundSlurmRun`), or one
-    started now where it did not (a test selected some other way)."""
-    started = request.config.stash.get(STASH_KEY, None)
-    if started is None:
-        started = BackgroundSlurmRun(tmp_path_factory.mktemp("slurm"))
-        request.addfinalizer(started.stop)
-    return started
-
-
-@pytest.fixture(scope="session")
-def slurm_packages(background_slurm_run):
-    """Debian's slurm-wlm and munge, installed with apt-get when a daemon is missing (the
-    background run's first step); skips (the reason printed, and in pytest's summary with -rs)
-    where they cannot be. Session scope so that it comes before the session's local `ci_run`
-    (~4 min), not after."""
-    if not background_slurm_run.installed():
-        exc = background_slurm_run.unavailable
+def slurm_packages():
+    """Debian's slurm-wlm and munge, installed with apt-get when a daemon is missing; skips
+    (the reason printed, and in pytest's summary with -rs) where they cannot be. Session
+    scope so that it comes before the session's local `ci_run` (~4 min), not after."""
+    try:
+        ensure_installed()
+    except SlurmUnavailable as exc:
         print(f"skipping the SLURM test: {exc}")
         pytest.skip(f"SLURM packages unavailable: {exc}")
 
 
 @pytest.fixture(scope="module")
-def slurm_run(slurm_packages, background_slurm_run):
-    """config/ci.yaml's `TARGETS` through profiles/slurm; (workdir, the jobs slurmctld recorded)."""
-    workdir, jobs, returncode, output, seconds = background_slurm_run.result()
+def cluster(slurm_packages, tmp_path_factory):
+    # 4 CPUs on 2 cores: jobs spend much of their life starting up and waiting on status
+    # checks; 2 fake GPUs so the scoring jobs do not form one serial chain
+    with SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=4, gpus=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory):
+    """config/ci.yaml through profiles/slurm; (workdir, the jobs slurmctld recorded)."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("slurm_run"))
+    write_config(workdir, "ci.yaml")
+    returncode, output, seconds = run_on_slurm(cluster, workdir, "--configfile", "test_config.yaml", "--", *TARGETS)
     print(f"SLURM run: {seconds:.0f} s, return code {returncode}")
-    assert returncode == 0, f"snakemake on SLURM failed ({returncode}):\n{output[-9000:]}"
-    return workdir, jobs
+    assert returncode == 0, f"snakemake on SLURM failed ({returncode}):\n{output[-6000:]}\n{cluster.logs()}"
+    return workdir, cluster.jobs()
 
 
 @pytest.mark.slurm
