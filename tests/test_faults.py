@@ -30,9 +30,9 @@ def table_files(workdir, suffix):
     return {p.name: p.read_bytes() for p in sorted((workdir / TABLES).glob(f"*{suffix}"))}
 
 
-def same_tables(workdir, ci_run, suffix) -> bool:
-    """The tables of `TARGETS` in `workdir` equal the session run's, byte for byte."""
-    ours, theirs = table_files(workdir, suffix), table_files(ci_run, suffix)
+def same_tables(ours: dict, ci_run, suffix) -> bool:
+    """`ours` ({file name: bytes}, the tables of `TARGETS`) equal the session run's, byte for byte."""
+    theirs = table_files(ci_run, suffix)
     assert set(ours) == {f"{name}{suffix}" for name in TARGETS}, sorted(ours)
     return ours == {name: theirs.get(name) for name in ours}
 
@@ -40,7 +40,9 @@ def same_tables(workdir, ci_run, suffix) -> bool:
 @pytest.fixture(scope="module")
 def resumed_run(ci_run, tmp_path_factory):
     """`TARGETS` on config/ci.yaml killed (SIGKILL, the whole process group) while a scoring
-    job writes, then unlocked and resumed with --rerun-incomplete; its directory."""
+    job writes, then unlocked and resumed with --rerun-incomplete; (its directory, its tables
+    {suffix: {file name: bytes}} and leftover temporary files as the resume left them: the
+    shard check rescores in the same directory, whichever test runs first)."""
     workdir = copy_workflow(tmp_path_factory.mktemp("resumed"))
     config = write_config(workdir, "ci.yaml")
     process = subprocess.Popen(
@@ -60,17 +62,19 @@ def resumed_run(ci_run, tmp_path_factory):
     assert not (workdir / TABLES / "table2.csv").exists()  # it was killed mid-run (the static Table 8 may be there)
     run_snakemake(workdir, "--configfile", str(config), "--unlock")
     run_snakemake(workdir, "--configfile", str(config), "--rerun-incomplete", "--", *TARGETS)
-    return workdir
+    tables = {suffix: table_files(workdir, suffix) for suffix in (".csv", ".md", ".tex")}
+    return workdir, tables, list((workdir / "results").rglob("*.tmp"))
 
 
 def test_a_killed_run_resumes_to_the_same_tables(ci_run, resumed_run):
-    for suffix in (".csv", ".md", ".tex"):
-        assert same_tables(resumed_run, ci_run, suffix), suffix
-    assert not list((resumed_run / "results").rglob("*.tmp"))
+    _, tables, leftovers = resumed_run
+    for suffix, ours in tables.items():
+        assert same_tables(ours, ci_run, suffix), suffix
+    assert not leftovers
 
 
 def test_shards_and_batch_size_change_no_table_cell(ci_run, resumed_run):
-    workdir = resumed_run
+    workdir = resumed_run[0]
     config = write_config(workdir, "ci.yaml", scoring__shard_size=60, scoring__batch_size=7)
     rules = {rule for rule, _ in planned_jobs(workdir, "--configfile", str(config), "--", *TARGETS)}
     assert "score_shard" in rules and not rules & {"train_model", "build_corpora", "train_tokenizer"}, rules
@@ -78,4 +82,4 @@ def test_shards_and_batch_size_change_no_table_cell(ci_run, resumed_run):
     shards = sorted((workdir / "results/ci/logs/score/clinical").glob("base.masked.*.log"))
     assert len(shards) > 1  # really more shards than the CI run's
     # every printed cell (the Markdown tables) is the same
-    assert same_tables(workdir, ci_run, ".md")
+    assert same_tables(table_files(workdir, ".md"), ci_run, ".md")
