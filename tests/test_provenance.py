@@ -33,6 +33,37 @@ def late():
     assert imported_modules("from .base import Attack\n", "mlmia.attacks", is_package=True) == {"mlmia.attacks.base"}
 
 
+def test_the_import_lines_read_as_much_as_parsing_whole_sources(monkeypatch):
+    """`_parse_imports` reads only the lines that start imports: on every module of the library
+    and every workflow script it finds what parsing the whole source finds, and it falls back
+    to the whole source where the lines it took do not parse."""
+    import ast
+
+    from mlmia.core import provenance
+
+    tree = provenance.library()
+    scripts = {path.name: path.read_text() for path in sorted(SCRIPTS.glob("*.py"))}
+    fast = {name: tree.module_imports(name) for name in tree.modules()}
+    fast_scripts = {name: imported_modules(text) for name, text in scripts.items()}
+    monkeypatch.setattr(provenance, "_parse_imports", ast.parse)
+    whole = provenance.SourceTree(tree.root, tree.package)
+    assert fast == {name: whole.module_imports(name) for name in tree.modules()}
+    assert fast_scripts == {name: imported_modules(text) for name, text in scripts.items()}
+    monkeypatch.undo()
+    tricky = """
+\"\"\"Prose that reads like an import (the whole source is parsed then),
+import time is what we measure.\"\"\"
+from mlmia.core import (  # the runner (and its errors)
+    errors,
+    runner,
+)
+from mlmia.metrics \\
+    import bootstrap
+"""
+    assert imported_modules(tricky) == {"mlmia.core", "mlmia.core.errors", "mlmia.core.runner", "mlmia.metrics",
+                                        "mlmia.metrics.bootstrap"}  # fmt: skip
+
+
 def test_the_closure_follows_modules_transitively_with_the_packages_above_them(tmp_path):
     script = tmp_path / "step.py"
     script.write_text("def main():\n    from mlmia.report.findings import check_findings\n")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate, stats
 
 from mlmia.core.errors import UserError
 
@@ -130,6 +129,8 @@ def exposure(rank: int | np.ndarray, space_size: int | np.ndarray) -> float | np
 def _skewnorm_log_sf(x: float, shape: float, loc: float, scale: float) -> float:
     """log P(X >= x) for a skew-normal X, also where the tail underflows double precision:
     then log f(x) + log of the integral of f(x + u) / f(x) over u >= 0, in log space."""
+    from scipy import integrate, stats  # here, not at the top: every Snakemake start imports this module
+
     log_sf = float(stats.skewnorm.logsf(x, shape, loc, scale))
     if math.isfinite(log_sf):
         return log_sf
@@ -174,6 +175,8 @@ def skewnorm_exposure(
     mean, spread = float(np.mean(sample)), float(np.std(sample))
     if not spread > 0:
         raise UserError("the sampled scores are all equal: there is no distribution to fit")
+    from scipy import stats
+
     try:
         shape, loc_z, scale_z = (float(v) for v in stats.skewnorm.fit((sample - mean) / spread))
     except (ValueError, RuntimeError, FloatingPointError) as error:

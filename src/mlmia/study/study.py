@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from mlmia.attacks.base import get_attack
@@ -368,19 +369,26 @@ class Study:
 
     def _metric_cells(self, name: str) -> list[tuple[Cell, float]]:
         """(cell, alpha) of every table cell and finding cell that reads experiment `name`'s metrics."""
-        out = []
+        return self._metric_cells_by_experiment.get(name, [])
+
+    @cached_property
+    def _metric_cells_by_experiment(self) -> dict[str, list[tuple[Cell, float]]]:
+        """`_metric_cells` of every experiment, in one pass over the tables and findings (the
+        workflow asks for each experiment's at every start)."""
+        out: dict[str, list[tuple[Cell, float]]] = {}
         for table in self.tables:
             if self.kind(table) != "metrics":
                 continue
             for column, _, cell in self.cells(table):
-                if column["experiment"] == name:
-                    out.append((cell, float(column.get("alpha", 0.1))))
-                    if cell.versus:  # the attack a cell is compared with is computed too
-                        out.append((replace(cell, attack=cell.versus, versus=None), float(column.get("alpha", 0.1))))
+                cells, alpha = out.setdefault(column["experiment"], []), float(column.get("alpha", 0.1))
+                cells.append((cell, alpha))
+                if cell.versus:  # the attack a cell is compared with is computed too
+                    cells.append((replace(cell, attack=cell.versus, versus=None), alpha))
         for check in self.finding_checks():
             for side in ("compare", "against"):
-                if check[side]["experiment"] == name:
-                    out.append((Cell.pinned(check[side]), float(check[side].get("alpha", 0.1))))
+                out.setdefault(check[side]["experiment"], []).append(
+                    (Cell.pinned(check[side]), float(check[side].get("alpha", 0.1)))
+                )
         return out
 
     def metric_experiments(self) -> list[str]:
