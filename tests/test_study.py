@@ -292,9 +292,12 @@ def test_models_shards_and_training_text(in_repo, tmp_path):
     assert s.training_text("base") == "results/default/corpus/train_target.parquet"
     assert s.training_text("base_b") == "results/default/corpus/train_target_named.parquet"
     assert s.scored_sets() == ["clinical", "clinical_named", "clinical~neighbours"]
-    # 610 member, 180 held-in, 400 + 430 non-member and 228 + 228 population samples: 2076 in
-    # shards of at most 1000
-    assert s.shards("clinical") == 3
+    # 610 member, 180 held-in, 400 + 430 non-member and 228 + 228 population samples: 2076, in
+    # shards of at most 2500; at most 1000, in 3
+    assert s.shards("clinical") == 1
+    smaller = load("config.yaml")
+    smaller["scoring"]["shard_size"] = 1000
+    assert study(smaller).shards("clinical") == 3
     with pytest.raises(UserError, match="config key models: 'nope' is not a configured model"):
         s.model_dir("nope")
     paper = study(load("paper.yaml"), fake_paper_files=tmp_path)
