@@ -50,18 +50,25 @@ def test_the_import_lines_read_as_much_as_parsing_whole_sources(monkeypatch):
     assert fast == {name: whole.module_imports(name) for name in tree.modules()}
     assert fast_scripts == {name: imported_modules(text) for name, text in scripts.items()}
     monkeypatch.undo()
-    tricky = """
-\"\"\"Prose that reads like an import (the whole source is parsed then),
-import time is what we measure.\"\"\"
+    # continuation lines (parentheses with a comment holding parentheses, a backslash) on the
+    # fast path: only the import statements are parsed, not the assignment between them
+    continued = """
 from mlmia.core import (  # the runner (and its errors)
     errors,
     runner,
 )
+WIDTH = 3
 from mlmia.metrics \\
     import bootstrap
 """
-    assert imported_modules(tricky) == {"mlmia.core", "mlmia.core.errors", "mlmia.core.runner", "mlmia.metrics",
-                                        "mlmia.metrics.bootstrap"}  # fmt: skip
+    taken = provenance._parse_imports(continued)
+    assert [type(node) for node in taken.body] == [ast.ImportFrom, ast.ImportFrom]
+    assert imported_modules(continued) == {"mlmia.core", "mlmia.core.errors", "mlmia.core.runner", "mlmia.metrics",
+                                           "mlmia.metrics.bootstrap"}  # fmt: skip
+    # prose in a docstring that reads like an import: the whole source is parsed instead
+    prose = '"""Prose,\nimport time is what we measure."""\nfrom mlmia.report import findings\n'
+    assert [type(node) for node in provenance._parse_imports(prose).body] == [ast.Expr, ast.ImportFrom]
+    assert imported_modules(prose) == {"mlmia.report", "mlmia.report.findings"}
 
 
 def test_the_closure_follows_modules_transitively_with_the_packages_above_them(tmp_path):
