@@ -239,6 +239,34 @@ def test_replicates_draw_the_same_patients_in_every_experiment():
         assert np.bincount(part.rows(b), minlength=2).tolist() == [drawn[1], drawn[2]]
 
 
+def test_a_replicate_that_draws_no_threshold_patient_is_left_out_and_the_others_keep_their_numbers():
+    # The population holds samples of one of the universe's 5 patients (as a short-sample
+    # experiment does when most population patients have only long samples): a replicate
+    # that draws none has no threshold, hence no estimate; before, it raised (the metrics
+    # job failed) or, for an empty member or non-member stratum, the later replicates were
+    # renumbered, pairing them with other replicates of every other experiment.
+    table = random_attack_table(np.random.default_rng(4), n_members=12, n_nonmembers=12, n_heldin=6,
+                                n_population=1, per_patient=1)  # fmt: skip
+    universe = {(r, s): sorted(table[(table.role == r) & (table.source == s)].group_id) for r, s in
+                table[["role", "source"]].drop_duplicates().itertuples(index=False)}  # fmt: skip
+    universe[("population", "b")] = ["population-p0", "x1", "x2", "x3", "x4"]
+    m = attack_metrics(table, settings(bootstrap=40), universe=universe)
+    # by hand: replicate b has an estimate when it draws population-p0 (first of 5) at least once
+    expected = [b for b in range(40) if multiplicities(5, 2, b, ("population", "b"))[0] > 0]
+    assert 0 < len(expected) < 40  # the case occurs, and not in every replicate
+    kept = m.dropna(subset=["replicate"])
+    assert sorted(set(kept.replicate.astype(int))) == expected
+    # the kept replicates equal the same replicates of the whole table (population from 1 patient
+    # in every draw): the numbers pair the same resamples
+    everyone = attack_metrics(
+        table, settings(bootstrap=40), universe={**universe, ("population", "b"): ["population-p0"]}
+    )
+    whole = everyone.dropna(subset=["replicate"]).set_index(["replicate", "metric", "attack", "threshold", "fpr"])
+    ours = kept.set_index(["replicate", "metric", "attack", "threshold", "fpr"])
+    auc = ours.xs("auc", level="metric").value
+    assert np.allclose(auc, whole.xs("auc", level="metric").value.loc[auc.index])
+
+
 def copies_table(copies, n_members=30, n_nonmembers=30, seed=0):
     """Every patient's samples are `copies` identical copies of one sample."""
     rng = np.random.default_rng(seed)

@@ -333,9 +333,9 @@ def _protocol_rows(units: Units, attacks: list[Attack], rows, settings: MetricSe
         return _rows(_published_estimate(units, attacks, rows, settings), protocol, settings.level)
     point = _corrected_estimate(units.scores, rows, settings, np.random.default_rng(settings.seed))
     replicates = _bootstrap(units, rows, settings, universe)
-    intervals = {key: percentile_interval([r[key] for r in replicates]) for key in point} if replicates else {}
+    intervals = {key: percentile_interval([r[key] for r in replicates.values()]) for key in point} if replicates else {}
     out = _rows(point, protocol, settings.level, intervals)
-    for b, replicate in enumerate(replicates):
+    for b, replicate in replicates.items():
         out += _rows(replicate, protocol, settings.level, replicate=b)
     return out
 
@@ -363,23 +363,27 @@ def _counts(table: pd.DataFrame, protocol: str, level: str) -> list[tuple]:
     return out
 
 
-def _bootstrap(units: Units, rows, settings: MetricSettings, universe) -> list[dict]:
-    """The corrected estimate on each patient-bootstrap replicate (its own member draws)."""
+def _bootstrap(units: Units, rows, settings: MetricSettings, universe) -> dict[int, dict]:
+    """The corrected estimate on each patient-bootstrap replicate (its own member draws), by
+    replicate number. A replicate in which a role the estimate needs drew no patient with
+    samples here has no estimate; the others keep their numbers, which pair them with the
+    same replicate of every other experiment on the sample table."""
     if settings.bootstrap <= 0:
-        return []
+        return {}
     frame = units.frame
     strata = list(zip(frame["role"].astype(str), frame["source"].astype(str)))
     resampler = PatientResampler(strata, frame["group_id"].to_numpy(), settings.seed, universe)
     role = frame["role"].to_numpy()
-    replicates = []
+    needed = ("member", "nonmember", *(THRESHOLD_ROLES[t] for t in settings.thresholds))
+    replicates = {}
     for b in range(settings.bootstrap):
         drawn = resampler.rows(b)
         scores = {name: s[drawn] for name, s in units.scores.items()}
         drawn_rows = {r: np.nonzero(role[drawn] == r)[0] for r in ROLES}
-        if any(len(drawn_rows[r]) == 0 for r in ("member", "nonmember")):
-            continue  # a stratum drew no patient that has samples here: no estimate
+        if any(len(drawn_rows[r]) == 0 for r in needed):
+            continue
         rng = np.random.default_rng([settings.seed, 1, b])
-        replicates.append(_corrected_estimate(scores, drawn_rows, settings, rng))
+        replicates[b] = _corrected_estimate(scores, drawn_rows, settings, rng)
     return replicates
 
 
