@@ -8,16 +8,18 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 CORES ?= 2
 SNAKEMAKE_ARGS ?=
-# `make test` runs every test: the findings on the full default run (marked slow, about as
-# long as `make run`) and the real one-node SLURM cluster (marked slurm, ~6-10 min, as root;
-# Debian's slurm-wlm and munge installed with apt-get when missing; they skip, printing why,
-# only where those packages cannot be installed). `make test-fast` leaves both out, and the
-# tests that run the workflow's jobs end to end on the CI config (marked workflow, ~3 min).
+# `make test` runs every test but the default-world tier: the real one-node SLURM cluster
+# (marked slurm, ~6-10 min, as root; Debian's slurm-wlm and munge installed with apt-get when
+# missing; they skip, printing why, only where those packages cannot be installed) and the
+# long checks on the CI config (marked slow). `make test-default` runs the default-world tier:
+# the paper's findings and the README's examples on the full default run (about an hour of 2
+# cores). `make test-fast` leaves out the slow, slurm and default-world tiers and the tests that
+# run the workflow's jobs end to end on the CI config (marked workflow, ~3 min).
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench install lint format clean
+.PHONY: run test test-default test-fast bench install lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +37,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-default: $(STAMP)
+	$(BIN)/python -m pytest -m default_world $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not slurm and not workflow"

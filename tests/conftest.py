@@ -130,8 +130,11 @@ WORKFLOW_FIXTURES = {"ci_run", "default_run", "audit_run"}
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if WORKFLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if WORKFLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.workflow)
+        if "default_run" in fixtures:  # `make test` leaves these out (pyproject's addopts)
+            item.add_marker(pytest.mark.default_world)
     # The tests that read the full default run go last: the run starts in the background at
     # collection (pytest_collection_finish) and then overlaps the whole suite, instead of the
     # suite stopping a third of the way in to wait for it. Otherwise the order is the files'.
@@ -143,7 +146,7 @@ DEFAULT_RUN_TIMEOUT = 5400  # seconds: a guard against a hung run, not a timing 
 
 
 def pytest_collection_finish(session):
-    """Start the full default run (config/config.yaml, ~14 min of 2 cores) in the background
+    """Start the full default run (config/config.yaml, about an hour of 2 cores) in the background
     as soon as the collected tests include one that needs it: it then fills the cores that
     the rest of the suite leaves idle (single-threaded unit tests, SLURM's status polling),
     instead of running alone when its test's turn comes."""
@@ -170,8 +173,8 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture(scope="session")
 def default_run(request, tmp_path_factory):
-    """The whole default run (config/config.yaml) in a temp copy: slow (as long as `make run`),
-    for the tests marked slow only; started at collection (`pytest_collection_finish`)."""
+    """The whole default run (config/config.yaml) in a temp copy, as long as `make run`: for the
+    tests marked default_world (`make test-default`); started at collection (`pytest_collection_finish`)."""
     from workflow_helpers import run_config, wait_snakemake
 
     started = request.config.stash.get(DEFAULT_RUN, None)

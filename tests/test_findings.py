@@ -2,8 +2,9 @@
 
 The checks of attacks against the blind baseline (`kind: baseline`) are reported, not asserted.
 
-Slow (the whole default run, about as long as `make run`): marked `slow`; `make test`
-runs it. It checks the workflow's findings table and recomputes the headline comparisons
+It reads the whole default run (about as long as `make run`): marked `default_world`, run by
+`make test-default`, not by `make test` (the CI run's findings table is checked there, in
+tests/test_workflow_embedded.py). It checks the workflow's findings table and recomputes the headline comparisons
 from the attack tables with scikit-learn, independently of the metrics code.
 """
 
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.default_world
 
 
 def lr_auc(workdir, experiment, column="stat"):
