@@ -56,6 +56,7 @@ if "corpus" in config:
     include: "rules/corpus.smk"
     include: "rules/shadow.smk"
     include: "rules/canaries.smk"
+    include: "rules/extraction.smk"
 
 
 # d-exposure tags the embedded world's notes, or the i2b2 2014 XML a config names.

@@ -329,6 +329,11 @@ class Study:
             model = self.config["neighbours"]["model"]
             if model not in self.models:
                 raise UserError(f"config key neighbours.model: {model!r} is not a configured model")
+        if "corpus" in self.config:  # the extraction study reads the embedded world's patients
+            for key in ("target", "reference"):
+                model = self.config["extraction"][key]
+                if model not in self.models:
+                    raise UserError(f"config key extraction.{key}: {model!r} is not a configured model")
 
     def _check_attack(self, name: str, where: str) -> None:
         try:

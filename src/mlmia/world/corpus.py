@@ -45,6 +45,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.world.patient_phi import patient_phi
 
 log = get_logger(__name__)
 
@@ -987,6 +988,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     - `domain`: the domain reference's training text (disjoint patients, other register).
     - `general`: the general reference's training text (news prose plus `medical_share` of
       case-report and abstract sentences about disjoint patients, no note register).
+    - `phi`: the PHI values of every patient with samples (`mlmia.world.patient_phi`).
     """
     cfg = corpus_settings(config)
     lex = lexicon()
@@ -1119,12 +1121,14 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
         len(domain),
         len(general),
     )
+    scored = set(samples["group_id"])
     return {
         "samples": samples.reset_index(drop=True),
         "target": target,
         "target_named": target_named,
         "domain": domain,
         "general": general,
+        "phi": patient_phi(p for pid, p in patients.items() if pid in scored),
     }
 
 

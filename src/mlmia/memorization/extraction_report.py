@@ -1,0 +1,192 @@
+"""The extraction study's tables, figure and findings (`snakemake extraction`).
+
+Reads the reconstruction flags of the target and the reference (`mlmia.memorization.extraction.
+infill`) and writes counts and rates only: no value, reconstruction or sample text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from mlmia.core.errors import UserError
+from mlmia.core.io import atomic_path, write_text
+from mlmia.memorization.extraction import extraction_rates, rate_by_occurrences, rate_differences
+from mlmia.report.finding import Finding, findings_frame, interval_verdict, render_findings
+from mlmia.report.markdown import markdown_table
+from mlmia.world.patient_phi import PHI_KINDS
+
+#: members are the patients the target trained on (held-in members included), non-members those it never saw
+ROLE_OF = {"member": "member", "member_heldin": "member", "nonmember": "nonmember"}
+LEVELS = ("sample", "patient")
+INTERVAL = "paired patient bootstrap, 95% percentile interval"
+
+
+def roles_of(samples: pd.DataFrame, sources) -> dict[str, str]:
+    """Each audited patient's role: the members, and the non-members of `sources`."""
+    chosen = samples[samples["role"].isin(ROLE_OF)]
+    chosen = chosen[(chosen["role"] != "nonmember") | chosen["source"].isin(list(sources))]
+    roles = dict(zip(chosen["group_id"].astype(str), chosen["role"].map(ROLE_OF)))
+    for role in ("member", "nonmember"):
+        if role not in roles.values():
+            raise UserError(f"extraction: the sample table has no {role} patient (sources {', '.join(sources)})")
+    return roles
+
+
+def comparisons(target: str, reference: str) -> list[dict]:
+    return [
+        {"name": "members_vs_nonmembers", "first": {"model": target, "role": "member"},
+         "second": {"model": target, "role": "nonmember"}},
+        {"name": "target_vs_reference", "first": {"model": target, "role": "member"},
+         "second": {"model": reference, "role": "member"}},
+    ]  # fmt: skip
+
+
+CLAIMS = {
+    "members_vs_nonmembers": "the target reconstructs its members' PHI more often than non-members'",
+    "target_vs_reference": "the target reconstructs its members' PHI more often than a reference that never saw them",
+}
+
+
+def _percent(value: float, low: float = np.nan, high: float = np.nan, signed: bool = False) -> str:
+    if not np.isfinite(value):
+        return "n.r."
+    text = f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+    return text + (f" [{100 * low:.1f}, {100 * high:.1f}]" if np.isfinite(low) and np.isfinite(high) else "")
+
+
+def extraction_table(estimates: pd.DataFrame, differences: pd.DataFrame, target: str, reference: str, k: int) -> str:
+    """One Markdown table per level: per PHI kind, the top-1 and top-k rates (percent, with
+    intervals) of the target on members and non-members and of the reference on members, the
+    paired differences, and the units each rate rests on."""
+    est = estimates.set_index(["model", "role", "kind", "level", "metric"])
+    diff = differences.set_index(["comparison", "kind", "level", "metric"])
+    kinds = [kind for kind in (*PHI_KINDS, "all") if kind in set(estimates["kind"])]
+    parts = [
+        "# PHI extraction by infilling",
+        "",
+        f"Each PHI value of a patient masked where a sample holds it (every occurrence in the sample) and read "
+        f"back: top-1, the most likely token at every masked position is the value's; top-{k}, the value is among "
+        f"the {k} most likely spans. Rates in percent with 95% patient-bootstrap intervals; differences paired "
+        f"(the same resamples). Target: {target}; reference (never saw the patients): {reference}. Sample level: "
+        "one unit per sample and value; patient level: one per patient and value, extracted when one of its "
+        "samples gives it back. n: units (patients).",
+    ]
+    for level in LEVELS:
+        for metric, label in (("top1", "top-1"), ("topk", f"top-{k}")):
+            rows = []
+            for kind in kinds:
+                cells = []
+                for model, role in ((target, "member"), (target, "nonmember"), (reference, "member")):
+                    key = (model, role, kind, level, metric)
+                    cells.append(_percent(*est.loc[key, ["value", "ci_low", "ci_high"]]) if key in est.index else "–")
+                for name in ("members_vs_nonmembers", "target_vs_reference"):
+                    key = (name, kind, level, metric)
+                    row = diff.loc[key] if key in diff.index else None
+                    cells.append("–" if row is None else _percent(row.difference, row.ci_low, row.ci_high, signed=True))
+                n = " / ".join(
+                    f"{int(est.loc[key, 'units'])} ({int(est.loc[key, 'patients'])})" if key in est.index else "0 (0)"
+                    for key in ((target, role, kind, level, metric) for role in ("member", "nonmember"))
+                )
+                rows.append([kind, *cells, n])
+            header = ["kind", f"{target}, members", f"{target}, non-members", f"{reference}, members",
+                      "members − non-members", "target − reference", "n: members / non-members"]  # fmt: skip
+            parts += ["", f"## {level} level, {label}", "", markdown_table(header, rows)]
+    return "\n".join(parts) + "\n"
+
+
+def extraction_findings(differences: pd.DataFrame, replicates: int) -> list[Finding]:
+    """Per level, the two claims on all kinds pooled, top-1 (`CLAIMS`)."""
+    out = []
+    for row in differences[(differences["kind"] == "all") & (differences["metric"] == "top1")].itertuples():
+        verdict = interval_verdict(row.ci_low, row.ci_high, 0.0)
+        out.append(
+            Finding(
+                finding=row.comparison, claim=CLAIMS[row.comparison], kind="finding", scope=f"{row.level} level",
+                measure="top-1 rate", first=f"{row.comparison.split('_vs_')[0]}", first_value=float(row.first),
+                second=row.comparison.split("_vs_")[1], second_value=float(row.second),
+                difference=float(row.difference), difference_ci_low=float(row.ci_low),
+                difference_ci_high=float(row.ci_high), interval=INTERVAL, n=int(replicates), margin=0.0,
+                holds=bool(row.difference > 0), verdict=verdict,
+                note="no interval: no replicate has the difference" if verdict == "not resolvable" else "",
+                number_format=".1%",
+            )
+        )  # fmt: skip
+    return out
+
+
+def plot_extraction(estimates: pd.DataFrame, by_count: pd.DataFrame, target: str, reference: str, path, style):
+    """Left: top-1 rate per kind (sample level) for the target's members and non-members and the
+    reference's members, with intervals; right: the patient-level top-1 rate by the number of the
+    patient's samples that hold the value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mlmia.report.figures import apply_style
+
+    style = apply_style(style)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    cells = [(target, "member", f"{target}, members"), (target, "nonmember", f"{target}, non-members"),
+             (reference, "member", f"{reference}, members")]  # fmt: skip
+    chosen = estimates[(estimates["level"] == "sample") & (estimates["metric"] == "top1")]
+    kinds = [kind for kind in (*PHI_KINDS, "all") if kind in set(chosen["kind"])]
+    width = 0.8 / len(cells)
+    for i, (model, role, label) in enumerate(cells):
+        part = chosen[(chosen["model"] == model) & (chosen["role"] == role)].set_index("kind").reindex(kinds)
+        x = np.arange(len(kinds)) + (i - 1) * width
+        err = np.vstack([part["value"] - part["ci_low"], part["ci_high"] - part["value"]]).clip(min=0)
+        left.bar(x, 100 * part["value"], width, yerr=100 * np.nan_to_num(err), label=label, capsize=2)
+    left.set_xticks(np.arange(len(kinds)), kinds, rotation=30, ha="right")
+    left.set_ylabel("top-1 reconstructed (% of samples)")
+    left.legend(fontsize="small")
+    for (model, role), part in by_count.groupby(["model", "role"], sort=False):
+        right.plot(part["samples_bin"].astype(str), 100 * part["top1"], marker="o", label=f"{model}, {role}s")
+    right.set_xlabel("the patient's samples holding the value")
+    right.set_ylabel("top-1 reconstructed (% of values)")
+    right.legend(fontsize="small")
+    fig.tight_layout()
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=style["dpi"], format=str(path).rsplit(".", 1)[-1])
+    finally:
+        plt.close(fig)
+
+
+def write_extraction_report(
+    samples: pd.DataFrame,
+    infilled: Mapping[str, pd.DataFrame],
+    settings: Mapping,
+    outputs: Mapping[str, str | os.PathLike],
+    style: Mapping,
+) -> None:
+    """Every output of the study: rates, differences and the count curve (CSV), the table and
+    the findings (Markdown, CSV), the figure (PNG)."""
+    target, reference = settings["target"], settings["reference"]
+    roles = roles_of(samples, settings["sources"])
+    results = pd.concat([frame.assign(model=name) for name, frame in infilled.items()], ignore_index=True)
+    results = results[results["group_id"].astype(str).isin(roles)]
+    if results.empty:
+        raise UserError("extraction: no audited sample holds a PHI value of its patient")
+    estimates, replicates = extraction_rates(
+        results, roles, seed=int(settings["seed"]), replicates=int(settings["bootstrap"])
+    )
+    differences = rate_differences(estimates, replicates, comparisons(target, reference))
+    by_count = rate_by_occurrences(results.assign(role=results["group_id"].astype(str).map(roles)))
+    findings = extraction_findings(differences, int(settings["bootstrap"]))
+    for key, frame in (("rates", estimates), ("differences", differences), ("by_count", by_count),
+                       ("findings_csv", findings_frame(findings))):  # fmt: skip
+        with atomic_path(outputs[key]) as tmp:
+            frame.to_csv(tmp, index=False)
+    write_text(extraction_table(estimates, differences, target, reference, int(settings["k"])), outputs["table"])
+    method = (
+        "Embedded world's patients; each check on all PHI kinds pooled, top-1. In brackets: 95% intervals of the "
+        "patient bootstrap (patients resampled within each role); both sides on the same replicates, so the "
+        "difference's interval is paired."
+    )
+    write_text(render_findings(findings, "Extraction findings", method), outputs["findings"])
+    plot_extraction(estimates, by_count, target, reference, outputs["figure"], dict(style))
