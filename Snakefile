@@ -56,6 +56,11 @@ if "corpus" in config:
     include: "rules/corpus.smk"
     include: "rules/shadow.smk"
     include: "rules/canaries.smk"
+
+
+# PHI extraction reads the embedded world's patients, or the spans a user names.
+if "corpus" in config or config["extraction"].get("phi"):
+
     include: "rules/extraction.smk"
 
 

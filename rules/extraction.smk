@@ -1,12 +1,16 @@
-# PHI extraction by infilling on the embedded world: `snakemake extraction`. Each PHI value
-# of a patient masked where its samples hold it and read back by the target and a reference
-# (mlmia.memorization.extraction; settings: config key extraction). Counts and rates only.
+# PHI extraction by infilling: `snakemake extraction`. Each PHI value of a patient (the
+# embedded world's, or the spans a user names: extraction.phi) masked where its samples hold
+# it and read back by the target and a reference (mlmia.memorization.extraction; settings:
+# config key extraction). Counts and rates only.
 EXTRACTION = config["extraction"]
 EXTRACTION_MODELS = [EXTRACTION["target"], EXTRACTION["reference"]]
 
 
-# the values themselves: temporary, so that no file the study leaves holds one
+# the values themselves (the world's, or the user's file): temporary, so that no file the
+# study leaves holds one
 rule extraction_values:
+    input:
+        [EXTRACTION["phi"]] if EXTRACTION.get("phi") else [],
     output:
         temp(result("extraction/phi.parquet")),
     log:
@@ -14,7 +18,8 @@ rule extraction_values:
     conda:
         "../envs/mlmia.yaml"
     params:
-        corpus=config["corpus"],
+        corpus=config.get("corpus"),
+        phi=EXTRACTION.get("phi"),
         code=library_code("extraction_values.py"),
     script:
         "../workflow/scripts/extraction_values.py"
@@ -36,6 +41,11 @@ rule extraction_infill:
     threads: config["scoring"]["threads"]
     params:
         settings=EXTRACTION,
+        where=(
+            f"extraction.phi ({EXTRACTION['phi']})"
+            if EXTRACTION.get("phi")
+            else "the world's PHI"
+        ),
         model=lambda wildcards: STUDY.model_dir(wildcards.model),
         tokenizer=lambda wildcards: MODELS.get(wildcards.model, {}).get("tokenizer"),
         device=config["scoring"]["device"],

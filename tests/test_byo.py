@@ -10,6 +10,7 @@ and Parquet with per-file roles), scores, and renders the generated audit table.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -192,3 +193,30 @@ def test_no_text_reaches_a_log_table_figure_or_the_report(audit_run):
                 leaked.append(str(path.relative_to(audit_run)))
     assert checked > 50 and not leaked, leaked
     assert MARKER.encode() in (audit_run / "results/planted/samples/notes.parquet").read_bytes()  # the check can fail
+
+
+def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
+    # the user names a span in each member and non-member sample (its third word, by character
+    # offsets on the sample table's ids); every span is read back by both models, one unit each.
+    # (This tiny target memorises too little to give words back: its per-token top-1 on members is
+    # 9% against 7% on non-members, so the rates are not checked here; tests/test_extraction.py
+    # trains a model that must give a planted value back.)
+    import re
+
+    samples = pd.read_parquet(audit_run / "results/planted/samples/notes.parquet")
+    chosen = samples[samples.role.isin(["member", "nonmember"])]
+    spans = [next(itertools.islice(re.finditer(r"[A-Za-z]+", text), 2, None)).span() for text in chosen.text]
+    pd.DataFrame({"sample_id": chosen.sample_id, "kind": "word", "start": [a for a, _ in spans],
+                  "end": [b for _, b in spans]}).to_csv(audit_run / "userdata/phi.csv", index=False)  # fmt: skip
+    overlay = {"extraction": {"dataset": "notes", "target": "target", "reference": "reference", "sources": ["clinic"],
+                              "phi": "userdata/phi.csv", "k": 5, "bootstrap": 50}}  # fmt: skip
+    (audit_run / "extraction.yaml").write_text(yaml.safe_dump(overlay))
+    run_snakemake(audit_run, "extraction", "--configfile", "byo.yaml", "extraction.yaml")
+    rates = pd.read_csv(audit_run / "results/planted/extraction/rates.csv")
+    cells = rates[(rates.kind == "all") & (rates.level == "sample") & (rates.metric == "top1")]
+    counts = chosen.role.value_counts()
+    for (model, role), units in cells.set_index(["model", "role"]).units.items():
+        assert units == counts[role], (model, role)
+    assert set(cells.model) == {"target", "reference"} and cells.value.between(0, 1).all()
+    assert not (audit_run / "results/planted/extraction/phi.parquet").exists()
+    assert MARKER not in (audit_run / "results/planted/tables/table_extraction.md").read_text()

@@ -16,6 +16,7 @@ from mlmia.memorization.extraction import (
     infill,
     k_best_sums,
     locate_values,
+    named_spans,
     rate_by_occurrences,
     rate_differences,
 )
@@ -46,6 +47,40 @@ def test_a_values_table_without_a_value_is_refused_in_one_line():
         locate_values(samples, pd.DataFrame({"group_id": ["p"], "kind": ["k"]}))
     with pytest.raises(UserError, match="row 0: the value is empty"):
         locate_values(samples, pd.DataFrame({"group_id": ["p"], "kind": ["k"], "value": [" "]}))
+
+
+def test_spans_a_user_names_in_each_of_the_three_forms():
+    samples = pd.DataFrame({"sample_id": ["s1", "s2"], "group_id": ["p", "p"],
+                            "text": ["Ann met ANN here", "Ann left"]})  # fmt: skip
+    # offsets: the two named spans of one text are two occurrences of one value; s2's is another sample's
+    offsets = pd.DataFrame({"sample_id": ["s1", "s1", "s2"], "kind": "name", "start": [0, 8, 0], "end": [3, 11, 3]})
+    spans = named_spans(samples, offsets)
+    first = spans[spans.sample_id == "s1"]
+    assert first.occurrence.tolist() == [0, 1] and first.occurrences.tolist() == [2, 2]
+    assert first.value_id.nunique() == 1 and spans.value_id.nunique() == 1  # one patient's one value
+    # values per sample: found in that sample only (not in s2, although s2 holds it too)
+    per_sample = named_spans(samples, pd.DataFrame({"sample_id": ["s1"], "kind": ["name"], "value": ["ann"]}))
+    assert per_sample.sample_id.tolist() == ["s1", "s1"] and set(per_sample.group_id) == {"p"}
+    # values per patient: found in each of its samples
+    per_patient = named_spans(samples, pd.DataFrame({"group_id": ["p"], "kind": ["name"], "value": ["Ann"]}))
+    assert per_patient.sample_id.tolist() == ["s1", "s1", "s2"]
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        (pd.DataFrame({"sample_id": ["zz"], "kind": ["k"], "start": [0], "end": [1]}), "row 0: sample_id is not in"),
+        (pd.DataFrame({"sample_id": ["s1"], "kind": ["k"], "start": [3], "end": [99]}), "row 0: the span 3-99 is not"),
+        (pd.DataFrame({"sample_id": ["s1"], "kind": ["k"], "start": ["a"], "end": [2]}), "row 0: start and end must"),
+        (pd.DataFrame({"sample_id": ["zz"], "kind": ["k"], "value": ["x"]}), "row 0: sample_id is not in"),
+        (pd.DataFrame({"kind": ["k"], "value": ["x"]}), "give sample_id, kind, start, end"),
+    ],
+)
+def test_unusable_named_spans_are_refused_in_one_line(table, message):
+    samples = pd.DataFrame({"sample_id": ["s1"], "group_id": ["p"], "text": ["Ann met"]})
+    with pytest.raises(UserError, match=message) as caught:
+        named_spans(samples, table, where="phi.csv")
+    assert str(caught.value).startswith("phi.csv: ") and "Ann" not in str(caught.value)
 
 
 def test_k_best_sums_equal_brute_force():

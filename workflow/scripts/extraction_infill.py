@@ -2,14 +2,14 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.memorization.extraction import infill, locate_values
+from mlmia.memorization.extraction import infill, named_spans
 from mlmia.models.loading import load_mlm
 
 
 def main(snakemake):
     params = snakemake.params
     samples = pd.read_parquet(snakemake.input.samples, columns=["sample_id", "group_id", "text"])
-    spans = locate_values(samples, pd.read_parquet(snakemake.input.values))
+    spans = named_spans(samples, pd.read_parquet(snakemake.input.values), where=params.where)
     model, tokenizer = load_mlm(params.model, params.device, tokenizer=params.tokenizer)
     results = infill(model, tokenizer, samples, spans, k=params.settings["k"], batch_size=params.settings["batch_size"])
     write_parquet(results, snakemake.output[0])

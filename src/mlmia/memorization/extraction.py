@@ -105,6 +105,64 @@ def locate_values(samples: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SPAN_COLUMNS)
 
 
+def named_spans(samples: pd.DataFrame, phi: pd.DataFrame, where: str = "extraction.phi") -> pd.DataFrame:
+    """The spans a user names (bring your own), in `locate_values`'s layout, from one of three forms:
+
+    - character offsets: columns sample_id, kind, start, end (end exclusive); the named spans of
+      one text (case-insensitive) in a sample are the occurrences of one value;
+    - values per sample: sample_id, kind, value (optional left, right): found in that sample only;
+    - values per patient: group_id, kind, value (optional left, right): found in the patient's samples.
+
+    A row that cannot be used is refused in one line naming its row number, never its text."""
+    columns = set(phi.columns)
+    samples = samples.assign(sample_id=samples["sample_id"].astype(str), group_id=samples["group_id"].astype(str))
+    if {"start", "end"} <= columns:
+        return _offset_spans(samples, phi, where)
+    if "sample_id" in columns:
+        known = set(samples["sample_id"])
+        phi = phi.assign(sample_id=phi["sample_id"].astype(str))
+        unknown = np.flatnonzero(~phi["sample_id"].isin(known).to_numpy())
+        if unknown.size:
+            raise UserError(f"{where}: row {int(unknown[0])}: sample_id is not in the dataset")
+        by_sample = samples.assign(group_id=samples["sample_id"])
+        spans = locate_values(by_sample, phi.rename(columns={"sample_id": "group_id"}))
+        return spans.assign(group_id=spans["sample_id"].map(dict(zip(samples["sample_id"], samples["group_id"]))))
+    if "group_id" in columns:
+        return locate_values(samples, phi)
+    raise UserError(
+        f"{where}: give sample_id, kind, start, end (offsets), or sample_id or group_id with kind and value"
+    )
+
+
+def _offset_spans(samples: pd.DataFrame, phi: pd.DataFrame, where: str) -> pd.DataFrame:
+    missing = [c for c in ("sample_id", "kind") if c not in phi.columns]
+    if missing:
+        raise UserError(f"{where}: missing column(s) {', '.join(missing)}")
+    texts = dict(zip(samples["sample_id"], samples["text"].astype(str)))
+    groups = dict(zip(samples["sample_id"], samples["group_id"]))
+    rows = []
+    for i, (sample_id, kind, start, end) in enumerate(
+        phi[["sample_id", "kind", "start", "end"]].itertuples(index=False)
+    ):
+        sample_id = str(sample_id)
+        if sample_id not in texts:
+            raise UserError(f"{where}: row {i}: sample_id is not in the dataset")
+        try:
+            start, end = int(start), int(end)
+        except (TypeError, ValueError):
+            raise UserError(f"{where}: row {i}: start and end must be integers") from None
+        if not 0 <= start < end <= len(texts[sample_id]):
+            raise UserError(f"{where}: row {i}: the span {start}-{end} is not inside the sample's text")
+        rows.append((sample_id, groups[sample_id], str(kind), texts[sample_id][start:end].lower(), start, end))
+    frame = pd.DataFrame(rows, columns=["sample_id", "group_id", "kind", "text", "start", "end"]).drop_duplicates()
+    keys = frame[["group_id", "kind", "text"]].drop_duplicates().reset_index(drop=True)
+    keys["value_id"] = [f"v{i:06d}" for i in range(len(keys))]
+    frame = frame.merge(keys, on=["group_id", "kind", "text"]).sort_values(["sample_id", "value_id", "start"])
+    frame["occurrence"] = frame.groupby(["sample_id", "value_id"]).cumcount()
+    frame["occurrences"] = frame.groupby(["sample_id", "value_id"])["start"].transform("size")
+    return frame[SPAN_COLUMNS].reset_index(drop=True)
+
+
 def _token_spans(offsets, start: int, end: int) -> list[int] | None:
     """Positions of the tokens that make up exactly the characters [start, end), or None when a
     token crosses a boundary (the value is part of a longer token)."""

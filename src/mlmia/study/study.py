@@ -329,7 +329,7 @@ class Study:
             model = self.config["neighbours"]["model"]
             if model not in self.models:
                 raise UserError(f"config key neighbours.model: {model!r} is not a configured model")
-        if "corpus" in self.config:  # the extraction study reads the embedded world's patients
+        if "corpus" in self.config or self.config["extraction"].get("phi"):  # the extraction study
             for key in ("target", "reference"):
                 model = self.config["extraction"][key]
                 if model not in self.models:
