@@ -238,6 +238,9 @@ def workflow_case(case_id, root, a, b):
     elif case_id == "config-missing-model-directory":
         config["models"]["reference"]["path"] = "data/models/gone"
         fragments = ["config key models.reference.path: no such directory: data/models/gone"]
+    elif case_id == "config-extraction-phi-missing":
+        config["extraction"] = {"dataset": "notes", "target": "target", "reference": "reference", "phi": "gone.csv"}
+        fragments = ["config key extraction.phi: file not found: gone.csv"]
     elif case_id == "config-bad-alpha":
         config["audit"]["alpha"] = 1.5
         fragments = ["config key audit.alpha: 1.5 is greater than or equal to the maximum of 1"]
@@ -289,7 +292,7 @@ WORKFLOW_CASES = [
     "config-run-missing", "config-duplicate-model-key", "config-typo-in-a-model", "config-typo-in-training",
     "config-typo-in-dataset-columns", "config-target-is-reference", "config-target-twice",
     "config-unknown-model-in-audit", "config-unknown-init", "config-missing-dataset-file",
-    "config-missing-model-directory", "config-bad-alpha", "spec-not-yaml", "data-unknown-role-label",
+    "config-missing-model-directory", "config-extraction-phi-missing", "config-bad-alpha", "spec-not-yaml", "data-unknown-role-label",
     "data-patient-in-two-roles", "data-empty-text", "data-empty-group", "data-missing-column", "data-no-header-row",
     "data-header-only", "data-not-utf8", "data-duplicate-id", "data-no-samples-of-a-length", "data-no-population",
 ]  # fmt: skip

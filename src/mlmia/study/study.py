@@ -329,11 +329,14 @@ class Study:
             model = self.config["neighbours"]["model"]
             if model not in self.models:
                 raise UserError(f"config key neighbours.model: {model!r} is not a configured model")
-        if "corpus" in self.config or self.config["extraction"].get("phi"):  # the extraction study
+        phi = self.config["extraction"].get("phi")
+        if "corpus" in self.config or phi:  # the extraction study
             for key in ("target", "reference"):
                 model = self.config["extraction"][key]
                 if model not in self.models:
                     raise UserError(f"config key extraction.{key}: {model!r} is not a configured model")
+            if phi and not Path(phi).is_file():
+                raise UserError(f"config key extraction.phi: file not found: {phi}")
 
     def _check_attack(self, name: str, where: str) -> None:
         try:
