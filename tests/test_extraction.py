@@ -293,3 +293,14 @@ def test_snakemake_extraction_runs_on_the_ci_world_and_writes_no_phi(ci_run):
         table = pd.read_parquet(path)
         assert set(table.columns) == {"sample_id", "group_id", "kind", "value_id", "n_tokens", "occurrences", "top1",
                                       "topk", "rank_below_k"}  # fmt: skip
+
+
+def test_a_zero_rate_is_printed_as_a_count_not_as_a_degenerate_interval():
+    from mlmia.memorization.extraction_report import comparisons, extraction_table
+
+    estimates, replicates = extraction_rates(results_table(), ROLES, replicates=20, seed=1)
+    differences = rate_differences(estimates, replicates, comparisons("target", "reference"))
+    lines = extraction_table(estimates, differences, "target", "reference", 3).splitlines()
+    surname = next(line for line in lines if line.startswith("| surname |"))  # sample level, top-1
+    # target members 3 of 4 samples, non-members 0 of 2 (a count, not "0.0 [0.0, 0.0]"), reference members 1 of 4
+    assert surname.startswith("| surname | 75.0 [") and "| 0 of 2 |" in surname and "| 25.0 [" in surname

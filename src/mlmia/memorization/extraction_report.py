@@ -58,6 +58,16 @@ def _percent(value: float, low: float = np.nan, high: float = np.nan, signed: bo
     return text + (f" [{100 * low:.1f}, {100 * high:.1f}]" if np.isfinite(low) and np.isfinite(high) else "")
 
 
+def _rate_cell(row) -> str:
+    """A rate with its interval, or "0 of n" when no unit gave its value back: the bootstrap
+    interval of a zero count is degenerate ([0, 0]) and says nothing the count does not."""
+    if row is None:
+        return "–"
+    if row["value"] == 0:
+        return f"0 of {int(row['units'])}"
+    return _percent(row["value"], row["ci_low"], row["ci_high"])
+
+
 def extraction_table(estimates: pd.DataFrame, differences: pd.DataFrame, target: str, reference: str, k: int) -> str:
     """One Markdown table per level: per PHI kind, the top-1 and top-k rates (percent, with
     intervals) of the target on members and non-members and of the reference on members, the
@@ -73,20 +83,26 @@ def extraction_table(estimates: pd.DataFrame, differences: pd.DataFrame, target:
         f"the {k} most likely spans. Rates in percent with 95% patient-bootstrap intervals; differences paired "
         f"(the same resamples). Target: {target}; reference (never saw the patients): {reference}. Sample level: "
         "one unit per sample and value; patient level: one per patient and value, extracted when one of its "
-        "samples gives it back. n: units (patients).",
+        'samples gives it back. n: units (patients). "0 of n": no unit gave its value back (the bootstrap '
+        "interval of a zero count is degenerate; at 95%, the rate is below 3/n by the rule of three).",
     ]
     for level in LEVELS:
         for metric, label in (("top1", "top-1"), ("topk", f"top-{k}")):
             rows = []
             for kind in kinds:
-                cells = []
-                for model, role in ((target, "member"), (target, "nonmember"), (reference, "member")):
-                    key = (model, role, kind, level, metric)
-                    cells.append(_percent(*est.loc[key, ["value", "ci_low", "ci_high"]]) if key in est.index else "–")
+                cells = [
+                    _rate_cell(est.loc[key] if key in est.index else None)
+                    for key in ((m, r, kind, level, metric) for m, r in
+                                ((target, "member"), (target, "nonmember"), (reference, "member")))
+                ]  # fmt: skip
+                none = all(cell.startswith("0 of") or cell == "–" for cell in cells)
                 for name in ("members_vs_nonmembers", "target_vs_reference"):
                     key = (name, kind, level, metric)
                     row = diff.loc[key] if key in diff.index else None
-                    cells.append("–" if row is None else _percent(row.difference, row.ci_low, row.ci_high, signed=True))
+                    # nothing extracted on either side: no difference to estimate
+                    cells.append(
+                        "–" if row is None or none else _percent(row.difference, row.ci_low, row.ci_high, True)
+                    )
                 n = " / ".join(
                     f"{int(est.loc[key, 'units'])} ({int(est.loc[key, 'patients'])})" if key in est.index else "0 (0)"
                     for key in ((target, role, kind, level, metric) for role in ("member", "nonmember"))
