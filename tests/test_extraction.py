@@ -155,6 +155,44 @@ def test_infill_masks_every_occurrence_and_reads_the_first(tiny_bert_dir):
     assert "text" not in out.columns and "value" not in out.columns  # flags and counts only
 
 
+class _Conditional(_Rigged):
+    """At the span's first position token `a` (logit 5); at its second, token `b` (logit 6) when
+    the first reads `a`, else token `c` (logit 4): the second depends on the first."""
+
+    def __init__(self, vocab_size, first, a, b, c):
+        super().__init__(vocab_size, a)
+        self.first, self.a, self.b, self.c = first, a, b, c
+
+    def __call__(self, input_ids, attention_mask):
+        import torch
+
+        self.seen.append(input_ids.clone())
+        logits = torch.zeros((*input_ids.shape, self.vocab_size))
+        logits[:, self.first, self.a] = 5.0
+        follows = input_ids[:, self.first] == self.a
+        logits[follows, self.first + 1, self.b] = 6.0
+        logits[~follows, self.first + 1, self.c] = 4.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_the_iterative_fill_reads_a_token_with_the_ones_already_filled(tiny_bert_dir):
+    from mlmia.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_bert_dir)
+    samples = pd.DataFrame({"sample_id": ["a"], "group_id": ["p"], "text": ["patient given aspirin daily"]})
+    values = pd.DataFrame({"group_id": ["p"], "kind": ["drug"], "value": ["given aspirin"]})
+    ids = tokenizer("patient given aspirin daily")["input_ids"]
+    given, aspirin, insulin = (tokenizer.convert_tokens_to_ids(t) for t in ("given", "aspirin", "insulin"))
+    model = _Conditional(len(tokenizer), ids.index(given), given, aspirin, insulin)
+    out = infill(model, tokenizer, samples, locate_values(samples, values), k=1).iloc[0]
+    # one pass reads "given insulin" (the second position sees a mask); filling "given" first, then
+    # reading again, gives "given aspirin": the value. Two passes were run.
+    assert not out.top1_one_pass and out.top1 and out.topk and len(model.seen) == 2
+    assert (
+        model.seen[1][0, ids.index(given)] == given and model.seen[1][0, ids.index(aspirin)] == tokenizer.mask_token_id
+    )
+
+
 def results_table():
     # two models, members m1-m3 and non-members n1-n2; one value per patient, sample level
     rows = []
@@ -292,7 +330,7 @@ def test_snakemake_extraction_runs_on_the_ci_world_and_writes_no_phi(ci_run):
     for path in (run / "extraction/infill").glob("*.parquet"):  # flags and counts, no string but ids and kinds
         table = pd.read_parquet(path)
         assert set(table.columns) == {"sample_id", "group_id", "kind", "value_id", "n_tokens", "occurrences", "top1",
-                                      "topk", "rank_below_k"}  # fmt: skip
+                                      "top1_one_pass", "topk", "rank_below_k"}  # fmt: skip
 
 
 def test_a_zero_rate_is_printed_as_a_count_not_as_a_degenerate_interval():

@@ -8,10 +8,12 @@ token (Carlini et al., "Extracting Training Data from Large Language Models", US
 2021, read for a masked LM: the span is the prompt's hole, as in Lehman et al., "Does BERT
 Pretrained on Clinical Notes Reveal Sensitive Data?", NAACL 2021):
 
-- top-1: the most likely token at every masked position is the value's (positions predicted
-  independently given the context, as one masked pass gives them);
-- top-k: the value is among the k most likely spans, spans scored by the sum of their
-  positions' log-probabilities (the k best found exactly by merging the positions' k best).
+- top-1: the span filled one token at a time, most confident position first, each token read
+  with the ones already filled in (greedy mask-predict, `_iterative_fill`), equals the value;
+  `top1_one_pass` is the weaker reading of every position from one masked pass;
+- top-k: the value is among the k most likely spans of one masked pass, spans scored by the sum
+  of their positions' log-probabilities (the k best found exactly by merging the positions' k
+  best), or the iterative fill gives it back.
 
 The rate without memorisation is the same reconstruction by a reference model that never saw
 the patient; the rate of non-member patients under the target is the rate a model reaches from
@@ -51,6 +53,7 @@ RESULT_COLUMNS = [
     "n_tokens",
     "occurrences",
     "top1",
+    "top1_one_pass",
     "topk",
     "rank_below_k",
 ]
@@ -205,8 +208,9 @@ def infill(
     batch_size: int = 64,
 ) -> pd.DataFrame:
     """Reconstruct each (sample, value) of `spans` (`locate_values`): all its occurrences in the
-    sample masked, its first occurrence read back (top-1 and top-k, `_reconstruction`). A value
-    whose span does not fall on token boundaries is left out and counted in the log."""
+    sample masked, its first occurrence read back (top-1 by the iterative fill, the one-pass
+    readings and top-k by `_reconstruction`). A value whose span does not fall on token
+    boundaries is left out and counted in the log."""
     import torch
 
     from mlmia.models.loading import max_sequence_length
@@ -239,6 +243,8 @@ def infill(
         jobs.append((first, np.asarray(ids, dtype=np.int64), positions))
     if skipped:
         log.info("extraction: %d (sample, value) pairs left out: the value is part of a longer token", skipped)
+    # spans of one length together: a batch is read again until its longest span is filled
+    jobs.sort(key=lambda job: len(job[2][0]))
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
@@ -256,18 +262,45 @@ def infill(
                     masked[np.concatenate(positions)] = tokenizer.mask_token_id
                     batch[r, : len(ids)] = torch.from_numpy(masked)
                     attention[r, : len(ids)] = 1
-                logits = model(input_ids=batch.to(device), attention_mask=attention.to(device)).logits
-                logp = torch.log_softmax(logits.float(), dim=-1).cpu().numpy()
-                for r, (first, ids, positions) in enumerate(chunk):
-                    span = np.asarray(positions[0])
-                    top1, topk, above = _reconstruction(logp[r, span], ids[span], k)
+
+                def read(inputs, attention=attention):
+                    out = model(input_ids=inputs.to(device), attention_mask=attention.to(device)).logits
+                    return torch.log_softmax(out.float(), dim=-1).cpu().numpy()
+
+                logp = read(batch)
+                spans = [np.asarray(positions[0]) for _, _, positions in chunk]
+                filled = _iterative_fill(read, batch, logp, spans)
+                for r, (first, ids, _) in enumerate(chunk):
+                    span = spans[r]
+                    one_pass, topk, above = _reconstruction(logp[r, span], ids[span], k)
+                    top1 = bool((filled[r] == ids[span]).all())
                     rows.append(
                         (first.sample_id, first.group_id, first.kind, first.value_id, len(span),
-                         int(first.occurrences), top1, topk, above)
+                         int(first.occurrences), top1, one_pass, topk or top1, above)
                     )  # fmt: skip
     finally:
         model.train(was_training)
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS).sort_values(["sample_id", "value_id"], ignore_index=True)
+
+
+def _iterative_fill(read, batch, logp: np.ndarray, spans: list[np.ndarray]) -> list[np.ndarray]:
+    """Each row's span filled one token at a time, most confident position first (the token of
+    highest probability among the still-masked positions of the span, written into the input
+    and the text read again): the greedy mask-predict decoding of a masked LM (Ghazvininejad et
+    al., EMNLP 2019, one token per iteration), stronger than reading every position from one
+    pass when the positions depend on each other (a date, a diagnosis of several words)."""
+    inputs = batch.clone()
+    remaining = [list(span) for span in spans]
+    while True:
+        for r, rest in enumerate(remaining):
+            if rest:
+                best = max(rest, key=lambda j, r=r: float(logp[r, j].max()))
+                inputs[r, best] = int(logp[r, best].argmax())
+                rest.remove(best)
+        if not any(remaining):
+            break
+        logp = read(inputs)
+    return [inputs[r, span].numpy() for r, span in enumerate(spans)]
 
 
 # --------------------------------------------------------------------------- rates
