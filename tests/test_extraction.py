@@ -342,3 +342,10 @@ def test_a_zero_rate_is_printed_as_a_count_not_as_a_degenerate_interval():
     surname = next(line for line in lines if line.startswith("| surname |"))  # sample level, top-1
     # target members 3 of 4 samples, non-members 0 of 2 (a count, not "0.0 [0.0, 0.0]"), reference members 1 of 4
     assert surname.startswith("| surname | 75.0 [") and "| 0 of 2 |" in surname and "| 25.0 [" in surname
+
+
+def test_percentages_never_print_minus_zero():
+    from mlmia.memorization.extraction_report import _percent
+
+    assert _percent(0.055, -0.0004, 0.119, signed=True) == "+5.5 [0.0, 11.9]"
+    assert _percent(-0.0004, -0.012, 0.0, signed=True) == "+0.0 [-1.2, 0.0]"

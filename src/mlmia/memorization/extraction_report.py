@@ -51,11 +51,19 @@ CLAIMS = {
 }
 
 
+def _one_decimal(percent: float, signed: bool = False) -> str:
+    """One decimal, and no "-0.0" for a value that rounds to zero."""
+    rounded = round(percent, 1) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{rounded:+.1f}" if signed else f"{rounded:.1f}"
+
+
 def _percent(value: float, low: float = np.nan, high: float = np.nan, signed: bool = False) -> str:
     if not np.isfinite(value):
         return "n.r."
-    text = f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
-    return text + (f" [{100 * low:.1f}, {100 * high:.1f}]" if np.isfinite(low) and np.isfinite(high) else "")
+    text = _one_decimal(100 * value, signed)
+    if np.isfinite(low) and np.isfinite(high):
+        text += f" [{_one_decimal(100 * low)}, {_one_decimal(100 * high)}]"
+    return text
 
 
 def _rate_cell(row) -> str:
