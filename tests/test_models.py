@@ -327,3 +327,13 @@ def test_convert_and_score_from_the_command_line(tmp_path, modern, samples, caps
     assert main(["convert", str(old_dir), str(tmp_path / "new")]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mlmia: error:")]
     assert len(errors) == 1 and "already exists" in errors[0]
+
+
+def test_rows_are_padded_on_the_right_with_their_attention_mask():
+    import numpy as np
+
+    from mlmia.models.batching import pad_rows, padded_batch
+
+    ids, attention = padded_batch([np.array([5, 6, 7]), np.array([8])], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [8, 0, 0]] and attention.tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert pad_rows([[1], [2, 3]], -100).tolist() == [[1, -100], [2, 3]]

@@ -282,6 +282,7 @@ def secret_log_probs(
     masked pass: `exact_rank`)."""
     import torch
 
+    from mlmia.models.batching import padded_batch
     from mlmia.models.loading import max_sequence_length
 
     ids, positions, symbols = secret_positions(tokenizer, texts, template, digits, labels)
@@ -299,12 +300,7 @@ def secret_log_probs(
         with torch.inference_mode():
             for a in range(0, len(ids), max(1, int(batch_size))):
                 rows = ids[a : a + batch_size]
-                width = max(len(r) for r in rows)
-                batch = torch.full((len(rows), width), pad, dtype=torch.long)
-                attention = torch.zeros((len(rows), width), dtype=torch.long)
-                for r, row in enumerate(rows):
-                    batch[r, : len(row)] = torch.from_numpy(row)
-                    attention[r, : len(row)] = 1
+                batch, attention = padded_batch(rows, pad)
                 where = torch.from_numpy(positions[a : a + len(rows)])
                 batch.scatter_(1, where, tokenizer.mask_token_id)
                 logits = model(input_ids=batch.to(device), attention_mask=attention.to(device)).logits

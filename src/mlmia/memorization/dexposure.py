@@ -52,6 +52,7 @@ from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
 from mlmia.metrics.intervals import seed_interval
+from mlmia.models.batching import pad_rows
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.report.finding import Finding, interval_verdict
@@ -176,16 +177,6 @@ def encode_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: int,
     return ids, labels, positions
 
 
-def _pad(rows: Sequence[np.ndarray], value: int):
-    import torch
-
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), value, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.from_numpy(np.asarray(r, dtype=np.int64))
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # the tagger
 
@@ -227,7 +218,7 @@ def _logits(model, rows: Sequence[np.ndarray], pad_id: int, device, batch_size: 
     with torch.no_grad():
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
-            ids = _pad(chunk, pad_id).to(device)
+            ids = pad_rows(chunk, pad_id).to(device)
             logits = model(input_ids=ids, attention_mask=(ids != pad_id).long()).logits.float().cpu().numpy()
             out.extend(logits[i, : len(r)] for i, r in enumerate(chunk))
     return out
@@ -407,8 +398,8 @@ def train_and_measure(
         loss_sum, loss_n = 0.0, 0
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            x = _pad([ids[i] for i in batch], pad).to(dev)
-            y = _pad([labels[i] for i in batch], -100).to(dev)
+            x = pad_rows([ids[i] for i in batch], pad).to(dev)
+            y = pad_rows([labels[i] for i in batch], -100).to(dev)
             loss = model(input_ids=x, attention_mask=(x != pad).long(), labels=y).loss
             optim.zero_grad(set_to_none=True)
             loss.backward()

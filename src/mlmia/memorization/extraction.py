@@ -213,6 +213,7 @@ def infill(
     boundaries is left out and counted in the log."""
     import torch
 
+    from mlmia.models.batching import padded_batch
     from mlmia.models.loading import max_sequence_length
     from mlmia.models.tokenizer import encode_text
 
@@ -254,14 +255,12 @@ def infill(
         with torch.inference_mode():
             for a in range(0, len(jobs), max(1, int(batch_size))):
                 chunk = jobs[a : a + batch_size]
-                width = max(len(ids) for _, ids, _ in chunk)
-                batch = torch.full((len(chunk), width), pad, dtype=torch.long)
-                attention = torch.zeros((len(chunk), width), dtype=torch.long)
-                for r, (_, ids, positions) in enumerate(chunk):
+                masked_rows = []
+                for _, ids, positions in chunk:
                     masked = ids.copy()
                     masked[np.concatenate(positions)] = tokenizer.mask_token_id
-                    batch[r, : len(ids)] = torch.from_numpy(masked)
-                    attention[r, : len(ids)] = 1
+                    masked_rows.append(masked)
+                batch, attention = padded_batch(masked_rows, pad)
 
                 def read(inputs, attention=attention):
                     out = model(input_ids=inputs.to(device), attention_mask=attention.to(device)).logits
