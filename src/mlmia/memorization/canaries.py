@@ -282,7 +282,7 @@ def secret_log_probs(
     masked pass: `exact_rank`)."""
     import torch
 
-    from mlmia.models.batching import padded_batch
+    from mlmia.models.batching import eval_mode, padded_batch
     from mlmia.models.loading import max_sequence_length
 
     ids, positions, symbols = secret_positions(tokenizer, texts, template, digits, labels)
@@ -294,21 +294,16 @@ def secret_log_probs(
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = np.zeros((len(ids), digits, len(DIGITS)))
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for a in range(0, len(ids), max(1, int(batch_size))):
-                rows = ids[a : a + batch_size]
-                batch, attention = padded_batch(rows, pad)
-                where = torch.from_numpy(positions[a : a + len(rows)])
-                batch.scatter_(1, where, tokenizer.mask_token_id)
-                logits = model(input_ids=batch.to(device), attention_mask=attention.to(device)).logits
-                picked = logits[torch.arange(len(rows), device=device)[:, None], where.to(device)]
-                digit_logits = picked[..., digit_ids.to(device)].float()
-                out[a : a + len(rows)] = torch.log_softmax(digit_logits, dim=-1).cpu().numpy()
-    finally:
-        model.train(was_training)
+    with torch.inference_mode(), eval_mode(model):
+        for a in range(0, len(ids), max(1, int(batch_size))):
+            rows = ids[a : a + batch_size]
+            batch, attention = padded_batch(rows, pad)
+            where = torch.from_numpy(positions[a : a + len(rows)])
+            batch.scatter_(1, where, tokenizer.mask_token_id)
+            logits = model(input_ids=batch.to(device), attention_mask=attention.to(device)).logits
+            picked = logits[torch.arange(len(rows), device=device)[:, None], where.to(device)]
+            digit_logits = picked[..., digit_ids.to(device)].float()
+            out[a : a + len(rows)] = torch.log_softmax(digit_logits, dim=-1).cpu().numpy()
     return out, symbols
 
 

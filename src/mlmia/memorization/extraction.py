@@ -213,7 +213,7 @@ def infill(
     boundaries is left out and counted in the log."""
     import torch
 
-    from mlmia.models.batching import padded_batch
+    from mlmia.models.batching import eval_mode, padded_batch
     from mlmia.models.loading import max_sequence_length
     from mlmia.models.tokenizer import encode_text
 
@@ -249,36 +249,31 @@ def infill(
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for a in range(0, len(jobs), max(1, int(batch_size))):
-                chunk = jobs[a : a + batch_size]
-                masked_rows = []
-                for _, ids, positions in chunk:
-                    masked = ids.copy()
-                    masked[np.concatenate(positions)] = tokenizer.mask_token_id
-                    masked_rows.append(masked)
-                batch, attention = padded_batch(masked_rows, pad)
+    with torch.inference_mode(), eval_mode(model):
+        for a in range(0, len(jobs), max(1, int(batch_size))):
+            chunk = jobs[a : a + batch_size]
+            masked_rows = []
+            for _, ids, positions in chunk:
+                masked = ids.copy()
+                masked[np.concatenate(positions)] = tokenizer.mask_token_id
+                masked_rows.append(masked)
+            batch, attention = padded_batch(masked_rows, pad)
 
-                def read(inputs, attention=attention):
-                    out = model(input_ids=inputs.to(device), attention_mask=attention.to(device)).logits
-                    return torch.log_softmax(out.float(), dim=-1).cpu().numpy()
+            def read(inputs, attention=attention):
+                out = model(input_ids=inputs.to(device), attention_mask=attention.to(device)).logits
+                return torch.log_softmax(out.float(), dim=-1).cpu().numpy()
 
-                logp = read(batch)
-                spans = [np.asarray(positions[0]) for _, _, positions in chunk]
-                filled = _iterative_fill(read, batch, logp, spans)
-                for r, (first, ids, _) in enumerate(chunk):
-                    span = spans[r]
-                    one_pass, topk, above = _reconstruction(logp[r, span], ids[span], k)
-                    top1 = bool((filled[r] == ids[span]).all())
-                    rows.append(
-                        (first.sample_id, first.group_id, first.kind, first.value_id, len(span),
-                         int(first.occurrences), top1, one_pass, topk or top1, above)
-                    )  # fmt: skip
-    finally:
-        model.train(was_training)
+            logp = read(batch)
+            spans = [np.asarray(positions[0]) for _, _, positions in chunk]
+            filled = _iterative_fill(read, batch, logp, spans)
+            for r, (first, ids, _) in enumerate(chunk):
+                span = spans[r]
+                one_pass, topk, above = _reconstruction(logp[r, span], ids[span], k)
+                top1 = bool((filled[r] == ids[span]).all())
+                rows.append(
+                    (first.sample_id, first.group_id, first.kind, first.value_id, len(span),
+                     int(first.occurrences), top1, one_pass, topk or top1, above)
+                )  # fmt: skip
     return pd.DataFrame(rows, columns=RESULT_COLUMNS).sort_values(["sample_id", "value_id"], ignore_index=True)
 
 

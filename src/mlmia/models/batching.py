@@ -1,7 +1,9 @@
-"""Token id rows padded into one batch: the one padding every masked-LM pass of the library uses."""
+"""What every masked-LM pass of the library shares: token id rows padded into one batch, and
+the model in eval mode for the pass."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,3 +28,14 @@ def padded_batch(rows: Sequence[np.ndarray], pad_id: int):
     ids = pad_rows(rows, pad_id)
     lengths = torch.tensor([len(r) for r in rows])
     return ids, (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    """The model in eval mode (no dropout) inside the block, its own mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import atomic_path, read_samples, require_columns
 from mlmia.core.logs import get_logger
+from mlmia.models.batching import eval_mode
 from mlmia.models.loading import load_mlm, max_sequence_length, mlm_parts, resolve_device
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.layout import ENERGY_KINDS, PATTERN_SIZES, SCORE_COLUMNS, SIZED_KINDS
@@ -300,16 +301,6 @@ def _threads(num_threads: int | None):
         yield
 
 
-@contextlib.contextmanager
-def _eval_mode(model):
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def _model_device(model) -> torch.device:
     try:
         return next(model.parameters()).device
@@ -412,7 +403,7 @@ def score_samples(
     dev = _model_device(model)
     model_name = model_name or _default_name(model)
     prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate, schedule, reduction)
-    with _threads(num_threads), _eval_mode(model):
+    with _threads(num_threads), eval_mode(model):
         values, run = _run_fast(model, prep, reduction, batch_size, token_budget, dev, progress_seconds, precision)
     evidence = run.pop("evidence", [])
     stats = ScoringStats(n_samples=len(prep.ids), seconds=time.perf_counter() - t0, device=str(dev), **run)
@@ -737,7 +728,7 @@ def score_samples_oracle(
     prep = _prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate, schedule, reduction)
     dev = _model_device(model)
     per_pattern, evidence = [], []
-    with torch.inference_mode(), _eval_mode(model):
+    with torch.inference_mode(), eval_mode(model):
         for i, (ids, patterns) in enumerate(zip(prep.ids, prep.patterns)):
             original = torch.tensor(ids, device=dev).unsqueeze(0)
             values, tokens = [], {"logp": [], "mean": [], "var": [], "top1": []}
