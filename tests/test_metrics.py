@@ -237,6 +237,9 @@ def test_replicates_draw_the_same_patients_in_every_experiment():
         drawn = multiplicities(3, 9, b, ("member", "a"))
         assert np.bincount(full.rows(b), minlength=4).tolist() == [drawn[0], drawn[1], drawn[1], drawn[2]]
         assert np.bincount(part.rows(b), minlength=2).tolist() == [drawn[1], drawn[2]]
+        # the same draws as counts per row, in row order (for weighted statistics)
+        assert full.weights(b).tolist() == [drawn[0], drawn[1], drawn[1], drawn[2]]
+        assert part.weights(b).tolist() == [drawn[1], drawn[2]]
 
 
 def test_a_replicate_that_draws_no_threshold_patient_is_left_out_and_the_others_keep_their_numbers():

@@ -20,7 +20,7 @@ the patient; the rate of non-member patients under the target is the rate a mode
 what it learnt of the population. Rates come per PHI kind, at the sample level (one unit per
 sample and value) and the patient level (a value counts as extracted when one of the patient's
 samples gives it back), with patient-bootstrap intervals whose replicates are shared by every
-model and role (`mlmia.metrics.bootstrap.multiplicities`), so differences are paired.
+model and role (`mlmia.metrics.bootstrap.PatientResampler`), so differences are paired.
 
 Nothing here logs, returns or writes a value or a reconstruction: spans are character offsets,
 results are flags, counts and rates.
@@ -36,7 +36,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.metrics.bootstrap import multiplicities
+from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
 
 log = get_logger(__name__)
@@ -313,13 +313,6 @@ def _units(results: pd.DataFrame, level: str) -> pd.DataFrame:
     )
 
 
-def _replicate_weights(groups: pd.Series, universe: Sequence[str], seed: int, replicates: int, stratum: str):
-    """(replicates x rows) multiplicity of each row's patient in each replicate."""
-    position = {g: i for i, g in enumerate(universe)}
-    index = np.array([position[g] for g in groups.astype(str)], dtype=np.int64)
-    return np.stack([multiplicities(len(universe), seed, b, (stratum,))[index] for b in range(replicates)])
-
-
 def extraction_rates(
     results: pd.DataFrame,
     roles: dict[str, str],
@@ -338,13 +331,14 @@ def extraction_rates(
     results = results.assign(role=results["group_id"].astype(str).map(roles))
     if results["role"].isna().any():
         raise UserError("extraction: a result's patient has no role in the sample table")
-    universes = {role: sorted(g for g, r in roles.items() if r == role) for role in set(roles.values())}
+    universes = {(role,): sorted(g for g, r in roles.items() if r == role) for role in set(roles.values())}
     estimates, reps = [], []
     for level in levels:
         units = _units(results, level)
         pooled = pd.concat([units, units.assign(kind="all")], ignore_index=True)
         for (model, role, kind), part in pooled.groupby(["model", "role", "kind"], sort=True):
-            weights = _replicate_weights(part["group_id"], universes[role], seed, replicates, role)
+            resampler = PatientResampler([(role,)] * len(part), part["group_id"].to_numpy(), seed, universes)
+            weights = np.stack([resampler.weights(b) for b in range(replicates)])
             for metric in ("top1", "topk"):
                 hits = part[metric].to_numpy(dtype=float)
                 with np.errstate(invalid="ignore", divide="ignore"):

@@ -52,6 +52,7 @@ class PatientResampler:
         universe: dict[tuple[Hashable, ...], list[str]] | None = None,
     ) -> None:
         self.seed = int(seed)
+        self._n_rows = len(strata)
         patients = np.asarray(patients, dtype=object).astype(str)
         keys = list(dict.fromkeys(strata))
         self._parts = []
@@ -67,6 +68,14 @@ class PatientResampler:
             self._parts.append(
                 (key, rows, np.array([position[p] for p in patients[rows]], dtype=np.int64), len(members))
             )
+
+    def weights(self, replicate: int) -> np.ndarray:
+        """How often each row is drawn in replicate `replicate` (its patient's multiplicity), in
+        row order: `rows` as counts, for a statistic that weights rows instead of repeating them."""
+        out = np.zeros(self._n_rows, dtype=np.int64)
+        for key, rows, patient_of_row, n_patients in self._parts:
+            out[rows] = multiplicities(n_patients, self.seed, replicate, key)[patient_of_row]
+        return out
 
     def rows(self, replicate: int) -> np.ndarray:
         """Row indices of replicate `replicate` (with repetition), stratum by stratum."""
