@@ -234,6 +234,7 @@ def test_differences_are_paired_on_the_same_replicates():
     ])  # fmt: skip
     row = diffs.set_index(["comparison", "kind", "level", "metric"])
     assert row.loc[("target_vs_reference", "surname", "sample", "top1"), "difference"] == pytest.approx(0.5)
+    assert (diffs.n == 50).all()  # every replicate draws members and non-members: all 50 have the difference
     # a cell against itself: every replicate difference is 0, so is the interval (paired)
     same = row.loc[("same", "surname", "sample", "top1")]
     assert same.difference == 0 and same.ci_low == 0 and same.ci_high == 0

@@ -354,7 +354,8 @@ def extraction_rates(
 def rate_differences(estimates: pd.DataFrame, replicates: pd.DataFrame, comparisons: Sequence[dict]) -> pd.DataFrame:
     """Paired differences of rates. Each comparison has a `name` and names its `first` and
     `second` cells as dicts of model and role; the difference is taken per (kind, level, metric),
-    its 95% interval the percentile interval of the differences on the same replicates."""
+    its 95% interval the percentile interval of the differences on the same replicates, `n` the
+    replicates that have it."""
     keys = ["kind", "level", "metric"]
 
     def cell(table: pd.DataFrame, side: dict, index: list[str]) -> pd.Series:
@@ -366,12 +367,12 @@ def rate_differences(estimates: pd.DataFrame, replicates: pd.DataFrame, comparis
         paired = cell(replicates, comparison["first"], [*keys, "replicate"]) - cell(
             replicates, comparison["second"], [*keys, "replicate"]
         )
-        intervals = {key: percentile_interval(part.to_numpy()) for key, part in paired.dropna().groupby(level=keys)}
+        by_key = {key: part.to_numpy() for key, part in paired.dropna().groupby(level=keys)}
         for key in first.index.intersection(second.index):
-            low, high = intervals.get(key, (np.nan, np.nan))
+            low, high = percentile_interval(by_key.get(key, np.zeros(0)))
             rows.append({"comparison": comparison["name"], **dict(zip(keys, key)), "first": first[key],
                          "second": second[key], "difference": first[key] - second[key], "ci_low": low,
-                         "ci_high": high})  # fmt: skip
+                         "ci_high": high, "n": len(by_key.get(key, ()))})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -37,18 +37,18 @@ def roles_of(samples: pd.DataFrame, sources) -> dict[str, str]:
 
 
 def comparisons(target: str, reference: str) -> list[dict]:
+    """The study's two claims, as data: each compares the `first` cell with the `second`."""
     return [
-        {"name": "members_vs_nonmembers", "first": {"model": target, "role": "member"},
-         "second": {"model": target, "role": "nonmember"}},
-        {"name": "target_vs_reference", "first": {"model": target, "role": "member"},
-         "second": {"model": reference, "role": "member"}},
+        {"name": "members_vs_nonmembers", "claim": "the target reconstructs its members' PHI more often than non-members'",
+         "first": {"model": target, "role": "member"}, "second": {"model": target, "role": "nonmember"}},
+        {"name": "target_vs_reference",
+         "claim": "the target reconstructs its members' PHI more often than a reference that never saw them",
+         "first": {"model": target, "role": "member"}, "second": {"model": reference, "role": "member"}},
     ]  # fmt: skip
 
 
-CLAIMS = {
-    "members_vs_nonmembers": "the target reconstructs its members' PHI more often than non-members'",
-    "target_vs_reference": "the target reconstructs its members' PHI more often than a reference that never saw them",
-}
+def _cell_label(cell: dict) -> str:
+    return f"{cell['model']}, {cell['role']}s"
 
 
 def _one_decimal(percent: float, signed: bool = False) -> str:
@@ -122,18 +122,20 @@ def extraction_table(estimates: pd.DataFrame, differences: pd.DataFrame, target:
     return "\n".join(parts) + "\n"
 
 
-def extraction_findings(differences: pd.DataFrame, replicates: int) -> list[Finding]:
-    """Per level, the two claims on all kinds pooled, top-1 (`CLAIMS`)."""
+def extraction_findings(differences: pd.DataFrame, claims: list[dict]) -> list[Finding]:
+    """Per claim (`comparisons`) and level, the check on all kinds pooled, top-1."""
+    by_name = {claim["name"]: claim for claim in claims}
     out = []
     for row in differences[(differences["kind"] == "all") & (differences["metric"] == "top1")].itertuples():
+        claim = by_name[row.comparison]
         verdict = interval_verdict(row.ci_low, row.ci_high, 0.0)
         out.append(
             Finding(
-                finding=row.comparison, claim=CLAIMS[row.comparison], kind="finding", scope=f"{row.level} level",
-                measure="top-1 rate", first=f"{row.comparison.split('_vs_')[0]}", first_value=float(row.first),
-                second=row.comparison.split("_vs_")[1], second_value=float(row.second),
+                finding=row.comparison, claim=claim["claim"], kind="finding", scope=f"{row.level} level",
+                measure="top-1 rate", first=_cell_label(claim["first"]), first_value=float(row.first),
+                second=_cell_label(claim["second"]), second_value=float(row.second),
                 difference=float(row.difference), difference_ci_low=float(row.ci_low),
-                difference_ci_high=float(row.ci_high), interval=INTERVAL, n=int(replicates), margin=0.0,
+                difference_ci_high=float(row.ci_high), interval=INTERVAL, n=int(row.n), margin=0.0,
                 holds=bool(row.difference > 0), verdict=verdict,
                 note="no interval: no replicate has the difference" if verdict == "not resolvable" else "",
                 number_format=".1%",
@@ -199,9 +201,10 @@ def write_extraction_report(
     estimates, replicates = extraction_rates(
         results, roles, seed=int(settings["seed"]), replicates=int(settings["bootstrap"])
     )
-    differences = rate_differences(estimates, replicates, comparisons(target, reference))
+    claims = comparisons(target, reference)
+    differences = rate_differences(estimates, replicates, claims)
     by_count = rate_by_occurrences(results.assign(role=results["group_id"].astype(str).map(roles)))
-    findings = extraction_findings(differences, int(settings["bootstrap"]))
+    findings = extraction_findings(differences, claims)
     for key, frame in (("rates", estimates), ("differences", differences), ("by_count", by_count),
                        ("findings_csv", findings_frame(findings))):  # fmt: skip
         with atomic_path(outputs[key]) as tmp:
