@@ -45,7 +45,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.world.patient_phi import patient_phi
+from mlmia.world.patient_phi import DATE_JITTER, LAST_DAY, patient_phi, render_date
 
 log = get_logger(__name__)
 
@@ -544,8 +544,7 @@ def _dx_any(rng, p):
 
 def _date(p, rng, fmt):
     y, m, d = p.admit
-    d = min(28, d + rng.randint(0, 6))
-    return f"{y}-{m:02d}-{d:02d}" if fmt == "iso" else f"{m:02d}/{d:02d}/{y}"
+    return render_date(y, m, min(LAST_DAY, d + rng.randint(0, DATE_JITTER)), fmt)
 
 
 # --- mimic: MIMIC-III discharge summary habits

@@ -25,6 +25,13 @@ import pandas as pd
 PHI_KINDS = ("surname", "physician", "date", "state", "drug", "dose", "rare_diagnosis")
 #: the days the date templates may add to the admission day, and the day they stop at
 DATE_JITTER, LAST_DAY = 6, 28
+#: the two forms the note templates write a date in (MIMIC's ISO, i2b2's US)
+DATE_FORMS = ("iso", "us")
+
+
+def render_date(year: int, month: int, day: int, form: str) -> str:
+    """A date as the note templates write it (`mlmia.world.corpus`), in one of `DATE_FORMS`."""
+    return f"{year}-{month:02d}-{day:02d}" if form == "iso" else f"{month:02d}/{day:02d}/{year}"
 
 
 def patient_phi(patients: Iterable) -> pd.DataFrame:
@@ -35,10 +42,7 @@ def patient_phi(patients: Iterable) -> pd.DataFrame:
         rows += [(p.pid, "surname", p.last, "", ""), (p.pid, "physician", p.doctor, "Dr. ", "")]
         year, month, day = p.admit
         for d in sorted({min(LAST_DAY, day + extra) for extra in range(DATE_JITTER + 1)}):
-            rows += [
-                (p.pid, "date", f"{year}-{month:02d}-{d:02d}", "", ""),
-                (p.pid, "date", f"{month:02d}/{d:02d}/{year}", "", ""),
-            ]
+            rows += [(p.pid, "date", render_date(year, month, d, form), "", "") for form in DATE_FORMS]
         rows.append((p.pid, "state", p.state, "", ""))
         for med in p.meds:
             rows += [(p.pid, "drug", med.drug, "", ""), (p.pid, "dose", med.dose, f"{med.drug} ", " mg")]
