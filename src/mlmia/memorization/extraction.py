@@ -93,16 +93,15 @@ def locate_values(samples: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     value occurs in the sample (`occurrences`). Values are matched case-insensitively between
     word boundaries, inside their literal context where they have one."""
     values = check_values(values)
-    by_group = {g: part for g, part in values.groupby("group_id", sort=False)}
+    by_group: dict[str, list] = {}  # each value's pattern compiled once, read in each of its patient's samples
+    for group_id, value_id, kind, value, left, right in values[
+        ["group_id", "value_id", "kind", "value", "left", "right"]
+    ].itertuples(index=False):
+        by_group.setdefault(group_id, []).append((value_id, kind, _pattern(value, left, right)))
     rows = []
     for sample_id, group_id, text in samples[["sample_id", "group_id", "text"]].astype(str).itertuples(index=False):
-        part = by_group.get(group_id)
-        if part is None:
-            continue
-        for value_id, kind, value, left, right in part[["value_id", "kind", "value", "left", "right"]].itertuples(
-            index=False
-        ):
-            found = [m.span(1) for m in _pattern(value, left, right).finditer(text)]
+        for value_id, kind, pattern in by_group.get(group_id, ()):
+            found = [m.span(1) for m in pattern.finditer(text)]
             for j, (start, end) in enumerate(found):
                 rows.append((sample_id, group_id, kind, value_id, j, start, end, len(found)))
     return pd.DataFrame(rows, columns=SPAN_COLUMNS)
