@@ -395,3 +395,17 @@ def test_each_experiment_needs_only_the_roles_its_outputs_use(in_repo, tmp_path)
     assert {tuple(sorted(audit.required_roles(e))) for e in audit.experiments} == {
         ("member", "nonmember", "population")
     }
+
+
+def test_reference_pool_fine_tuned_from_a_trained_model(in_repo, tmp_path):
+    """`references.init` may name a model the workflow trains (it is trained before the pool),
+    which no file check can find before the run; a model given by `path` must be there."""
+    config = load("config.yaml")
+    config["references"] = {**config["references"], "init": "ref_general"}
+    s = study(config)
+    assert s.training_spec("pool_ref_0")["init"] == "ref_general"
+    assert s.training_tokenizer("pool_ref_0") == "results/default/models/ref_general"
+    config["models"]["public"] = {"path": str(tmp_path / "absent")}
+    config["references"]["init"] = "public"
+    with pytest.raises(UserError, match="models.public.path: no such directory"):
+        study(config)

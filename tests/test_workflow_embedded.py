@@ -123,6 +123,10 @@ def test_zoo_and_shadow_targets(ci_run):
         assert (
             json.loads((ci_run / f"{RUN}/models/{model}/train_info.json").read_text())["config"]["objective"] == "mdlm"
         )
+    # both pools fine-tuned from the general reference (references.init), as the default's
+    for model in ("pool_ref_0", "pool_ref_mdlm_0"):
+        info = json.loads((ci_run / f"{RUN}/models/{model}/train_info.json").read_text())
+        assert info["init_from"] == f"{RUN}/models/ref_general" and info["config"]["epochs"] == 1
     splits = pd.read_parquet(ci_run / f"{RUN}/references/splits.parquet").set_index(["reference", "sample_id"])["in"]
     assert splits.loc["pool_ref_mdlm_1"].equals(splits.loc["pool_ref_1"])
     steps = {

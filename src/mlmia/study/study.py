@@ -320,8 +320,10 @@ class Study:
             for key in ("shape", "init"):
                 if key in references and references[key] not in self.models:
                     raise UserError(f"config key references.{key}: {references[key]!r} is not a configured model")
-            if "init" in references and not Path(self.model_dir(references["init"])).is_dir():
-                raise UserError(f"config key references.init: {references['init']!r} must be a local model directory")
+            init = references.get("init")
+            # a model the workflow trains is there when the pool trains; a given one must be there now
+            if init and "path" in self.models[init] and not Path(self.model_dir(init)).is_dir():
+                raise UserError(f"config key references.init: {init!r} must be a local model directory")
             pool = references["pool"]
             if pool not in CORPORA and not Path(pool).exists():
                 raise UserError(f"config key references.pool: file not found: {pool}")
