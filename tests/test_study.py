@@ -409,3 +409,6 @@ def test_reference_pool_fine_tuned_from_a_trained_model(in_repo, tmp_path):
     config["references"]["init"] = "public"
     with pytest.raises(UserError, match="models.public.path: no such directory"):
         study(config)
+    config["models"]["public"] = {"path": "bert-base-uncased"}  # a hub id: no local directory to fine-tune
+    with pytest.raises(UserError, match="references.init: 'public' must be a local model directory"):
+        study(config)
