@@ -33,6 +33,7 @@ from mlmia.attacks.base import get_attack
 from mlmia.attacks.table import build_attack_table
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.metrics.protocols import MetricSettings, attack_metrics, sample_universe
+from mlmia.report.markdown import markdown_table
 from mlmia.study.schema import load_yaml
 from mlmia.study.study import Study
 
@@ -147,12 +148,7 @@ def render(rows: pd.DataFrame, costs: dict[tuple[str, str], str], baseline: str)
         for (metric, fpr), part in mine.groupby(["metric", "fpr"], dropna=False, sort=False):
             label = "AUC" if metric == "auc" else f"TPR at {fpr:.0%} FPR (%)"
             spec = ".3f" if metric == "auc" else ".1f"  # the metrics hold TPR in percent
-            out += [
-                f"### {target}: {label}",
-                "",
-                "| pool | CPU-s (training) | attack | " + " | ".join(experiments) + " |",
-            ]
-            out.append("|---" * (3 + len(experiments)) + "|")
+            body = []
             for (pool, attack), group in part.groupby(["pool", "attack"], sort=False):
                 cells = []
                 for experiment in experiments:
@@ -162,7 +158,9 @@ def render(rows: pd.DataFrame, costs: dict[tuple[str, str], str], baseline: str)
                         d, lo, hi = (format(v, "+" + spec) for v in (r["difference"], r["low"], r["high"]))
                         text += f"; Δ {d} [{lo}, {hi}]"
                     cells.append(text)
-                out.append(f"| {pool} | {costs[pool, target]} | {attack} | " + " | ".join(cells) + " |")
+                body.append([pool, costs[pool, target], attack, *cells])
+            header = ["pool", "CPU-s (training)", "attack", *experiments]
+            out += [f"### {target}: {label}", "", markdown_table(header, body)]
             out.append("")
     return "\n".join(out)
 
