@@ -221,7 +221,8 @@ def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger, 
     # the run's record is every trained model's (mlmia.models.run_record)
     info = json.loads((tmp_path / "record" / "train_info.json").read_text())
     assert list(info) == ["name", "config", "init_from", "n_texts", "n_tokens", "steps", "epochs_run", "final_loss",
-                          "train_seconds", "total_seconds", "tokens_per_second", "threads", "device", "n_parameters"]  # fmt: skip
+                          "train_seconds", "total_seconds", "tokens_per_second", "threads", "device", "n_parameters",
+                          "n_trainable_parameters"]  # fmt: skip
     assert info["n_texts"] == n_train + 3 * 8 and info["epochs_run"] == 2 and info["config"]["lr_decay"] is True
     log = pd.read_csv(tmp_path / "record" / "train_log.csv")
     assert log["step"].iloc[-1] == info["steps"] == 2 * math.ceil(info["n_texts"] / 16)

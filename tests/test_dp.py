@@ -136,7 +136,7 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
     from opacus import GradSampleModule
     from transformers import BertConfig, BertForMaskedLM
 
-    from mlmia.defences.dp_sgd import _prepare_opacus
+    from mlmia.defences.dp_sgd import _prepare_opacus, unregister_head_bias
 
     _prepare_opacus()
     torch.manual_seed(0)
@@ -144,6 +144,7 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
                                        intermediate_size=32, max_position_embeddings=40, hidden_dropout_prob=0.0,
                                        attention_probs_dropout_prob=0.0))  # fmt: skip
     assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    unregister_head_bias(model)
     ids = torch.randint(5, 50, (3, 7))
     attn = torch.ones(3, 7, dtype=torch.long)
     attn[2, 5:] = 0
@@ -163,6 +164,71 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
         for (name, p), g in zip(model.named_parameters(), grads):
             expected = torch.zeros_like(p) if g is None else g
             assert torch.allclose(samples[name][i], expected, atol=1e-5), (name, i)
+
+
+def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping():
+    """With the tied word embeddings frozen, Opacus' ghost clipping (per-row norms from the
+    layers' activations, then one backward of the rows' losses times their clipping factors)
+    gives the sum of clipped per-row gradients that per-sample clipping forms row by row (each
+    row's gradient by autograd here, clipped by hand); the norms are each row's too."""
+    from opacus import PrivacyEngine
+    from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+    from transformers import BertConfig, BertForMaskedLM
+
+    from mlmia.defences.dp_sgd import clipping_mode, dp_settings, unregister_head_bias
+    from mlmia.models.training import freeze_parts
+
+    def model():
+        torch.manual_seed(0)
+        bert = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=32, max_position_embeddings=40, hidden_dropout_prob=0.0,
+                                          attention_probs_dropout_prob=0.0))  # fmt: skip
+        return freeze_parts(bert, ["word_embeddings"])
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 50, (4, 7), generator=gen)
+    attn = torch.ones(4, 7, dtype=torch.long)
+    labels = torch.full((4, 7), -100)
+    labels[:, 2], labels[1, 5] = ids[:, 2], ids[1, 5]
+    pos = torch.arange(7).unsqueeze(0).expand(4, 7).contiguous()
+    bert, clip = BertMLM(50, 4), 0.05
+    # by hand: each row's gradient alone, clipped to `clip`, summed
+    plain = model()
+    trained = [(n, p) for n, p in plain.named_parameters() if p.requires_grad]
+    expected = {n: torch.zeros_like(p) for n, p in trained}
+    norms = []
+    for i in range(4):
+        row = MaskedBatch(ids[i : i + 1], labels[i : i + 1])
+        grads = torch.autograd.grad(per_unit_loss(plain, bert, row, attn[i : i + 1], pos[i : i + 1]).sum(),
+                                    [p for _, p in trained], allow_unused=True)  # fmt: skip
+        grads = [torch.zeros_like(p) if g is None else g for (_, p), g in zip(trained, grads)]
+        norms.append(float(torch.sqrt(sum((g**2).sum() for g in grads))))
+        for (n, _), g in zip(trained, grads):
+            expected[n] += g * min(1.0, clip / (norms[-1] + 1e-6))
+    assert min(norms) > clip  # every row is clipped
+    # Opacus' ghost clipping, no noise
+    ghost = model()
+    assert clipping_mode(dp_settings({"epsilon": 1}), ghost) == "ghost"
+    unregister_head_bias(ghost)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(4)), batch_size=4)
+    sgd = torch.optim.SGD([p for p in ghost.parameters() if p.requires_grad], lr=0.0)
+    gsm, optim, _, _ = PrivacyEngine().make_private(module=ghost, optimizer=sgd, data_loader=loader,
+                                                    noise_multiplier=0.0, max_grad_norm=clip, poisson_sampling=False,
+                                                    grad_sample_mode="ghost", criterion=torch.nn.CrossEntropyLoss())  # fmt: skip
+    rows = per_unit_loss(gsm._module, bert, MaskedBatch(ids, labels), attn, pos)
+    DPTensorFastGradientClipping(gsm, optim, rows, "mean").backward()
+    assert np.allclose(gsm.per_sample_gradient_norms.detach().numpy(), norms, rtol=1e-4)
+    got = dict(gsm._module.named_parameters())  # the head's bias goes by its decoder's name while unregistered
+    for n, _ in trained:
+        assert torch.allclose(got.get(n, got.get(n.replace("predictions.", "predictions.decoder."))).grad,
+                              expected[n], atol=1e-7), n  # fmt: skip
+    # the tied word embeddings trained: ghost clipping refused, per-sample clipping chosen
+    tied = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=32))  # fmt: skip
+    assert clipping_mode(dp_settings({"epsilon": 1}), tied) == "per_sample"
+    assert clipping_mode(dp_settings({"epsilon": 1, "unit": "patient"}), model()) == "per_sample"
+    with pytest.raises(UserError, match="needs the tied word embeddings frozen"):
+        clipping_mode(dp_settings({"epsilon": 1, "clipping": "ghost"}), tied)
 
 
 class RowWeighted(BertMLM):
@@ -224,7 +290,7 @@ def test_pooling_rows_into_patients():
 def test_dp_settings_are_checked_in_one_line():
     assert training_settings({"dp": {"epsilon": 4}})["dp"] == {
         "epsilon": 4, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample", "fault": None,
-        "canaries": None,
+        "canaries": None, "clipping": "auto",
     }  # fmt: skip
     assert training_settings({"dp": {"epsilon": 4, "canaries": {"count": 9}}})["dp"]["canaries"] == {
         "count": 9, "sentinels": 64, "norm": 10.0, "seed": 0
@@ -234,12 +300,15 @@ def test_dp_settings_are_checked_in_one_line():
                        ({"max_grad_norm": -1}, "max_grad_norm"), ({"delta": 1.5}, "dp.delta"), (4, "mapping"),
                        ({"epsilon": 1, "fault": "late"}, "dp.fault"), ({"fault": "no_noise"}, "needs an epsilon"),
                        ({"canaries": {"count": 1}}, "at least 2"), ({"canaries": {"size": 3}}, "unknown key"),
-                       ({"canaries": {"count": 9, "norm": 0}}, "dp.canaries.norm")]:  # fmt: skip
+                       ({"canaries": {"count": 9, "norm": 0}}, "dp.canaries.norm"), ({"clipping": "fast"}, "dp.clipping"),
+                       ({"clipping": "ghost", "unit": "patient"}, "needs unit sample")]:  # fmt: skip
         with pytest.raises(UserError, match=match) as info:
             dp_settings(bad)
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="pack: false"):
         train_model(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
+    with pytest.raises(UserError, match="freeze must be a list of word_embeddings, embeddings"):
+        training_settings({"freeze": ["encoder"]})
     with pytest.raises(UserError, match="mlmia.training_job"):  # the plain loop never drops the DP asked for
         train_mlm(TEXTS, "unused", "unused", config={**TINY, "dp": {"epsilon": 1}})
     assert group_privacy(1.0, 1e-5, 1) == (1.0, 1e-5)
@@ -478,8 +547,11 @@ def test_white_box_audit_stays_below_the_accountant_and_catches_faults():
         canary_scores(record), record["included"], 0.4, delta)["correct"] + 10  # fmt: skip
 
 
-def canaries_config(eps, fault=None, count=500):
-    return {**TINY, "dp": {"epsilon": eps, "delta": 1e-5, "fault": fault, "canaries": {"count": count}}}
+def canaries_config(eps, fault=None, count=500, clipping="per_sample"):
+    """A tiny DP model with gradient canaries; ghost clipping trains it with its word embeddings frozen."""
+    frozen = {"freeze": ["word_embeddings"]} if clipping == "ghost" else {}
+    return {**TINY, **frozen, "dp": {"epsilon": eps, "delta": 1e-5, "fault": fault, "canaries": {"count": count},
+                                     "clipping": clipping}}  # fmt: skip
 
 
 def test_gradient_canaries_are_recorded_and_leave_the_model_alone(tok_dir, tmp_path):
@@ -506,12 +578,48 @@ def test_gradient_canaries_are_recorded_and_leave_the_model_alone(tok_dir, tmp_p
         read_record(tmp_path / "n", {**dp, "canaries": None}, "n")
 
 
-@pytest.mark.parametrize("fault", [None, *FAULTS])
-def test_each_faulty_trainer_is_caught_and_a_correct_one_passes(tok_dir, tmp_path, fault):
+def test_gradient_canaries_under_ghost_clipping_are_observed_as_under_per_sample_clipping(tok_dir, tmp_path):
+    """Ghost clipping forms no rows, so a joining canary's clipped row is added to the auxiliary
+    parameter's sum directly: with the same noise generator the observations equal per-sample
+    clipping's (the clipped canaries, C each, plus the same noise), and the model barely differs
+    (the two clippings' float rounding); clipping at C' = C / 4 shows the canaries are clipped."""
+    from transformers import BertForMaskedLM
+
+    runs = {}
+    for clipping in ("per_sample", "ghost"):
+        config = canaries_config(8.0, count=40, clipping=clipping)
+        config = {**config, "freeze": ["word_embeddings"], "dp": {**config["dp"], "max_grad_norm": 0.25}}
+        runs[clipping] = train_model(TEXTS, tok_dir, tmp_path / clipping, config=config, device="cpu", groups=GROUPS)
+    assert runs["ghost"]["dp"]["clipping"] == "ghost" and runs["per_sample"]["dp"]["clipping"] == "per_sample"
+    a, b = (read_record(tmp_path / c, runs[c]["dp"], c) for c in ("per_sample", "ghost"))
+    assert np.array_equal(a["canary_batch"], b["canary_batch"]) and a["canary_batch"].sum() > 0
+    assert np.allclose(a["observed"], b["observed"], atol=1e-6)
+    # without noise (fault no_noise): each joining canary adds its row clipped to C = 0.25 (its norm is 10 C)
+    config = canaries_config(8.0, fault="no_noise", count=40, clipping="ghost")
+    config = {**config, "dp": {**config["dp"], "max_grad_norm": 0.25}}
+    quiet = train_model(TEXTS, tok_dir, tmp_path / "quiet", config=config, device="cpu", groups=GROUPS)
+    record = read_record(tmp_path / "quiet", quiet["dp"], "quiet")
+    joined = record["observed"][:, :40] * record["divisor"] / 0.25
+    assert (
+        np.allclose(joined, np.round(joined), atol=1e-4) and np.round(joined).sum() == record["canary_batch"].sum() > 0
+    )
+    assert not joined[:, ~record["included"]].any() and runs["ghost"]["dp"]["noise_multiplier"] > 0
+    pa, pb = (BertForMaskedLM.from_pretrained(str(tmp_path / c)).state_dict() for c in ("per_sample", "ghost"))
+    assert all(torch.allclose(pa[k], pb[k], atol=1e-4) for k in pa)
+    assert torch.equal(pa["bert.embeddings.word_embeddings.weight"], pb["bert.embeddings.word_embeddings.weight"])
+
+
+@pytest.mark.parametrize(
+    ("fault", "clipping"),
+    [(None, "ghost"), *((fault, "ghost") for fault in FAULTS), (None, "per_sample"), ("no_clipping", "per_sample")],
+)
+def test_each_faulty_trainer_is_caught_and_a_correct_one_passes(tok_dir, tmp_path, fault, clipping):
     """A tiny DP-SGD run at a claimed epsilon of 1 (delta 1e-5) with 500 gradient canaries: the
-    correct trainer passes its audit; each fault fails it, caught by the check it must trip."""
-    info = train_model(TEXTS, tok_dir, tmp_path / "m", config=canaries_config(1.0, fault), device="cpu",
-                       groups=GROUPS)  # fmt: skip
+    correct trainer passes its audit; each fault fails it, caught by the check it must trip; with
+    ghost clipping (the DP targets' path) and, for the clipping fault, per-sample clipping too."""
+    info = train_model(TEXTS, tok_dir, tmp_path / "m", config=canaries_config(1.0, fault, clipping=clipping),
+                       device="cpu", groups=GROUPS)  # fmt: skip
+    assert info["dp"]["clipping"] == clipping
     assert info["dp"]["fault"] == fault and 0.9 < info["dp"]["epsilon"] <= 1.0 + 1e-6  # the intended claim
     settings = {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "likelihood_ratio"}}
     audit = audit_target("m", info, settings, whitebox=read_record(tmp_path / "m", info["dp"], "m"))

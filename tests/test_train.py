@@ -317,6 +317,7 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
     assert list(json.loads((out / "train_info.json").read_text())) == list(info) == [
         "name", "config", "init_from", "n_texts", "n_tokens", "steps", "epochs_run", "final_loss", "train_seconds",
         "total_seconds", "tokens_per_second", "threads", "device", "n_parameters",
+        "n_trainable_parameters",
     ]  # fmt: skip
     assert info["n_texts"] == len(TEXTS) and info["final_loss"] == log["loss"].iloc[-1]
 

@@ -31,8 +31,20 @@ The LM head runs on each row's masked positions, gathered per row (per-sample gr
 the rows to stay the batch dimension; the non-private loop flattens them instead).
 Position ids are passed per row (Opacus needs a batch dimension on every embedding input).
 BERT ties the output projection to the word embeddings: Opacus adds both uses' per-sample
-gradients; the LM head's own `bias` is the decoder's bias, whose per-sample gradient the
-decoder's hook computes, so the head module itself contributes none (`_prepare_opacus`).
+gradients; the LM head's own `bias` is the decoder's bias, accounted for by the decoder's hook
+alone (`unregister_head_bias`).
+
+How each unit's gradient is clipped (`clipping`, `clipping_mode`): ``per_sample`` materialises
+every unit's gradient (Opacus' hooks) and clips it; ``ghost`` (Li, Tramèr, Liang and Hashimoto,
+"Large language models can be strong differentially private learners", ICLR 2022; Bu, Mao and
+Xu, NeurIPS 2022; Opacus' `grad_sample_mode="ghost"`) finds each unit's gradient norm from the
+layers' activations and output gradients without forming the gradient, then backpropagates the
+rows' losses weighted by their clipping factors, which gives the sum of clipped gradients: the
+same sum (up to float rounding; tests/test_dp.py) at a fraction of the memory and time. Ghost
+clipping refuses a parameter two layers read, so it needs BERT's tied word embeddings frozen
+(`freeze: [word_embeddings]`, the model setting), and it never forms a line's gradient, so
+patient units (the mean of a patient's lines' gradients) keep the per-sample path. `auto`
+(default) takes ghost wherever it applies.
 
 Gradient canaries (`canaries`, `mlmia.defences.gradient_canaries`): m extra units on
 coordinates the forward pass never reads, clipped and noised by the same optimizer, whose
@@ -76,9 +88,11 @@ log = get_logger(__name__)
 
 #: the keys of a model's `dp:` setting and their defaults
 DP_DEFAULTS: dict = {"epsilon": None, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample",
-                     "fault": None, "canaries": None}  # fmt: skip
+                     "fault": None, "canaries": None, "clipping": "auto"}  # fmt: skip
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
+#: how each unit's gradient norm is found (module docstring): Opacus' grad_sample_mode of each
+CLIPPINGS = {"per_sample": "hooks", "ghost": "ghost"}
 #: faulty trainers the audit must catch (module docstring)
 FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate")
 #: the clipping norm standing in for "no clipping" when epsilon is null (noise 0 x C stays 0)
@@ -111,6 +125,13 @@ def dp_settings(value) -> dict:
         )
     if out["unit"] not in UNITS:
         raise UserError(f"model config: dp.unit must be one of {', '.join(UNITS)}, got {out['unit']!r}")
+    if out["clipping"] not in ("auto", *CLIPPINGS):
+        raise UserError(
+            f"model config: dp.clipping must be one of auto, {', '.join(CLIPPINGS)}, got {out['clipping']!r}"
+        )
+    if out["clipping"] == "ghost" and out["unit"] == "patient":
+        raise UserError("model config: dp.clipping ghost needs unit sample (a patient's gradient is the mean of its "
+                        "lines' per-sample gradients, which ghost clipping never forms)")  # fmt: skip
     if out["fault"] is not None:
         if out["fault"] not in FAULTS:
             raise UserError(f"model config: dp.fault must be one of {', '.join(FAULTS)}, got {out['fault']!r}")
@@ -135,22 +156,41 @@ def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
 
 
 def _prepare_opacus() -> None:
-    """Per-sample gradients of BERT's LM head module: its only direct parameter, `bias`, is the
-    decoder's bias (tied), whose per-sample gradient the decoder's Linear hook computes. Two
-    warnings are silenced: the insecure RNG (train_info.json records `secure_rng: false`) and
-    PyTorch's note that the first layer's inputs need no gradient (they are token ids)."""
-    from opacus.grad_sample import GradSampleModule, register_grad_sampler
-
+    """Two of Opacus' warnings silenced: the insecure RNG (train_info.json records
+    `secure_rng: false`) and PyTorch's note that the first layer's inputs need no gradient (they
+    are token ids)."""
     warnings.filterwarnings("ignore", message="Secure RNG turned off", category=UserWarning)
     warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
-    from transformers.models.bert.modeling_bert import BertLMPredictionHead
 
-    if BertLMPredictionHead in GradSampleModule.GRAD_SAMPLERS:
-        return
 
-    @register_grad_sampler(BertLMPredictionHead)
-    def _tied_bias(layer, activations, backprops) -> dict:  # noqa: ARG001 (the hook's signature)
-        return {}
+def unregister_head_bias(model):
+    """BERT's LM head holds its output bias twice, as `decoder.bias` and as its own `bias` (one
+    tensor). Opacus gives a parameter a per-sample gradient (or norm) per module that holds it,
+    and ghost clipping refuses one that two modules hold; so while DP-SGD runs the head's own name
+    is removed, and the decoder's hook alone accounts for the bias. Returns the function that
+    puts the name back on the trained model (before it is saved)."""
+    head = model.cls.predictions
+    bias = head._parameters.pop("bias", None)
+
+    def restore(trained) -> None:
+        if bias is not None:
+            trained.cls.predictions.bias = trained.cls.predictions.decoder.bias
+
+    return restore
+
+
+def clipping_mode(dp: dict, model) -> str:
+    """How each unit's gradient norm is found (`CLIPPINGS`): `dp.clipping`, or for auto ghost
+    clipping wherever it applies, i.e. unit sample and the word embeddings, which BERT ties to
+    the output projection, frozen (`freeze: [word_embeddings]`); per-sample gradients otherwise."""
+    word = model.bert.embeddings.word_embeddings.weight
+    tied_trained = word.requires_grad and word is model.cls.predictions.decoder.weight
+    if dp["clipping"] == "ghost" and tied_trained:
+        raise UserError("model config: dp.clipping ghost needs the tied word embeddings frozen "
+                        "(freeze: [word_embeddings]): ghost clipping refuses a parameter two layers read")  # fmt: skip
+    if dp["clipping"] != "auto":
+        return dp["clipping"]
+    return "per_sample" if dp["unit"] == "patient" or tied_trained else "ghost"
 
 
 def per_unit_loss(model, objective: Objective, batch: MaskedBatch, attention_mask, position_ids):
@@ -184,18 +224,22 @@ def pool_by_unit(grad_sample, owner, weights, n_units: int):
     return grad_sample.new_zeros(shape).index_add_(0, owner, scaled)
 
 
-def _empty_batch(optimizer) -> None:
-    """An empty Poisson batch: no per-sample gradient, and the step still adds the noise (to a
-    zero gradient), as the accountant assumes; skipping it would make the release depend on the
-    batch being empty."""
+def _empty_batch(optimizer, mode: str) -> None:
+    """An empty Poisson batch: no per-sample gradient (per_sample) or a zero clipped sum (ghost),
+    and the step still adds the noise, as the accountant assumes; skipping it would make the
+    release depend on the batch being empty."""
     import torch
 
     for p in optimizer.params:
-        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+        if mode == "ghost":
+            p.grad = torch.zeros_like(p)
+        else:
+            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
 
 
-def _apply_fault(optim, fault: str | None) -> None:
-    """Make the DP optimizer do the faulty thing (module docstring); the accountant is not told."""
+def _apply_fault(optim, gsm, fault: str | None) -> None:
+    """Make the DP optimizer do the faulty thing (module docstring); the accountant is not told.
+    With ghost clipping the module clips (`gsm.max_grad_norm`), so no_clipping lifts its norm too."""
     if fault == "no_noise":
         optim.noise_multiplier = 0.0
     elif fault == "noise_tenth":
@@ -203,6 +247,8 @@ def _apply_fault(optim, fault: str | None) -> None:
     elif fault == "no_clipping":  # the noise's standard deviation, noise_multiplier x max_grad_norm, stays sigma C
         optim.noise_multiplier = optim.noise_multiplier * optim.max_grad_norm / NO_CLIP
         optim.max_grad_norm = NO_CLIP
+        if hasattr(gsm, "get_clipping_coef"):
+            gsm.max_grad_norm = NO_CLIP
 
 
 def accountant_epsilon(accountant: str, sigma: float, sample_rate: float, steps: int, delta: float) -> float:
@@ -247,6 +293,7 @@ def train_mlm_dp(
     for `train_mlm` (its `row_loss` gives each row's loss)."""
     import torch
     from opacus import PrivacyEngine
+    from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
     from torch.utils.data import DataLoader, TensorDataset
 
     cfg = model_settings(config)
@@ -337,9 +384,15 @@ def train_mlm_dp(
                                          accountant=dp["accountant"])  # fmt: skip
         except ValueError as exc:  # Opacus: "The privacy budget is too low."
             raise UserError(f"model config: dp.epsilon {dp['epsilon']}: no noise level reaches it ({exc})") from None
-    gsm, optim, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip)
+    mode = clipping_mode(dp, model)
+    restore_head_bias = unregister_head_bias(model)
+    if mode == "ghost":  # the criterion Opacus asks for is never called: the loss is per_unit_loss's rows
+        gsm, optim, _, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip,
+                                                    grad_sample_mode="ghost", criterion=torch.nn.CrossEntropyLoss())  # fmt: skip
+    else:
+        gsm, optim, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip)
     divisor = float(optim.expected_batch_size)
-    _apply_fault(optim, dp["fault"])
+    _apply_fault(optim, gsm, dp["fault"])
     canaries = None
     if dp["canaries"] is not None:
         canaries = GradientCanaries(dp["canaries"], float(dp["max_grad_norm"]), sample_rate, dev)
@@ -377,7 +430,7 @@ def train_mlm_dp(
                 lines = np.asarray(units, dtype=np.int64)
             optim.zero_grad(set_to_none=True)
             if len(lines) == 0:
-                _empty_batch(optim)
+                _empty_batch(optim, mode)
                 empty += 1
             else:
                 rows_ids = [seqs[i] for i in lines]
@@ -402,12 +455,16 @@ def train_mlm_dp(
                 pos = torch.arange(width).unsqueeze(0) + off
                 per_row = per_unit_loss(net, objective, batch.to(dev), attn.to(dev), pos.to(dev))
                 loss = per_row.mean()
-                loss.backward()
-                if unit_lines is not None:  # the patient's gradient: the mean of its lines'
-                    for p in trained:
-                        p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), len(units))
-                with torch.no_grad():
-                    norms = _unit_norms(trained)
+                if mode == "ghost":  # two backward passes: the rows' norms, then their clipped sum
+                    DPTensorFastGradientClipping(gsm, optim, per_row, "mean").backward()
+                    norms = gsm.per_sample_gradient_norms
+                else:
+                    loss.backward()
+                    if unit_lines is not None:  # the patient's gradient: the mean of its lines'
+                        for p in trained:
+                            p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), len(units))
+                    with torch.no_grad():
+                        norms = _unit_norms(trained)
                 clipped += int((norms > optim.max_grad_norm).sum())  # what the optimizer clips
                 seen += len(norms)
                 record.add_loss(float(loss.detach()))
@@ -428,6 +485,7 @@ def train_mlm_dp(
     # without fault the same as Opacus' step hook records, for a faulty one what it would claim
     epsilon = accountant_epsilon(dp["accountant"], sigma, claimed_rate, step, delta) if private else math.inf
     model = gsm.to_standard_module()
+    restore_head_bias(model)
     model.eval()
     save_model(model, tokenizer, out_dir)
     if canaries is not None:
@@ -449,6 +507,7 @@ def train_mlm_dp(
         "steps": step,
         "empty_batches": empty,
         "clipped_share": clipped / seen if seen else None,
+        "clipping": mode,
         "poisson_sampling": True,
         "secure_rng": False,
     }

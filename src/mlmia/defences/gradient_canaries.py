@@ -123,13 +123,28 @@ class GradientCanaries:
     def add_rows(self, data_units: int) -> int:
         """Draw this step's canaries (each included one with probability q) and append their rows
         to every parameter's per-sample gradients (`data_units` rows are there already, the step's
-        data units; none for an empty batch). Returns how many canaries joined."""
+        data units; none for an empty batch); with ghost clipping, which forms no rows, set the
+        auxiliary parameter's gradient to the joining canaries' clipped sum instead (a canary's
+        row touches no data unit's coordinates, so its clipping is its own). Returns how many
+        canaries joined."""
         import torch
+        from opacus.optimizers import DPOptimizerFastGradientClipping
 
         if self._optim is None:
             raise RuntimeError("GradientCanaries.add_rows before attach")
         drawn = self._members[self._sampler.random(len(self._members)) < self.rate]
         joined = len(drawn)
+        self.data_batches.append(int(data_units))
+        self.canary_batches.append(joined)
+        if isinstance(self._optim, DPOptimizerFastGradientClipping):
+            # ghost clipping: no rows; each joining canary's row clipped as the optimizer clips a
+            # row (factor min(1, C' / (norm + 1e-6)), C' its clipping norm), summed
+            unit = self.settings["norm"] * self.clip
+            factor = min(1.0, float(self._optim.max_grad_norm) / (unit + 1e-6))
+            grad = torch.zeros_like(self.param)
+            grad[torch.as_tensor(drawn, dtype=torch.long)] = unit * factor
+            self.param.grad = grad
+            return joined
         for p in self._optim.params:
             if p is self.param:
                 rows = torch.zeros((data_units + joined, p.numel()), dtype=p.dtype, device=p.device)
@@ -139,8 +154,6 @@ class GradientCanaries:
                 p.grad_sample = rows
             elif joined:
                 p.grad_sample = torch.cat([p.grad_sample, p.grad_sample.new_zeros((joined, *p.shape))])
-        self.data_batches.append(int(data_units))
-        self.canary_batches.append(joined)
         return joined
 
     def facts(self) -> dict:

@@ -2,7 +2,7 @@
 the d-exposure tagger): the loss log, `train_log.csv` (epoch, step, loss, lr, seconds) and its
 `train_curve.png`, and the summary, `train_info.json`: name, config, init_from, n_texts,
 n_tokens, steps, epochs_run, final_loss, train_seconds, total_seconds, tokens_per_second,
-threads, device, n_parameters, then what the run adds (DP-SGD its `dp` facts, a run that saved
+threads, device, n_parameters, n_trainable_parameters (those not frozen), then what the run adds (DP-SGD its `dp` facts, a run that saved
 checkpoints their directories)."""
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ class RunRecord:
             "threads": int(threads),
             "device": str(device),
             "n_parameters": int(sum(p.numel() for p in model.parameters())),
+            "n_trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
             **(extra or {}),
         }
         (out_dir / "train_info.json").write_text(json.dumps(info, indent=2, default=_json_number))

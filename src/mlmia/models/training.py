@@ -63,10 +63,19 @@ MODEL_DEFAULTS: dict = {
     # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser
     # state and the loss stay fp32)
     "precision": "fp32",
+    # parts of the model left as they start (`FROZEN_PARTS`): word_embeddings freezes the word
+    # embeddings and, BERT tying them, the output projection (its bias still trains)
+    "freeze": [],
     # DP-SGD with Opacus (mlmia.defences.dp_sgd, chosen by mlmia.training_job): {epsilon, delta, max_grad_norm,
     # accountant, unit}; None: off
     "dp": None,
 }
+#: what `freeze` may name, and the parameters of a BertForMaskedLM each holds
+FROZEN_PARTS = {
+    "word_embeddings": ("bert.embeddings.word_embeddings.weight",),
+    "embeddings": ("bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+                   "bert.embeddings.token_type_embeddings.weight"),
+}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,6 +134,9 @@ def model_settings(config: dict | None) -> dict:
         )
     if out["precision"] not in ("fp32", "bf16"):
         raise UserError(f"model config: precision must be fp32 or bf16, got {out['precision']!r}")
+    freeze = out["freeze"]
+    if not (isinstance(freeze, list) and all(part in FROZEN_PARTS for part in freeze)):
+        raise UserError(f"model config: freeze must be a list of {', '.join(FROZEN_PARTS)}, got {freeze!r}")
     if out["dp"] is not None and out["precision"] != "fp32":
         raise UserError(
             "model config: precision bf16 is not offered with dp (Opacus' per-sample gradients run in fp32)"
@@ -173,9 +185,24 @@ def _save_checkpoint(model, tokenizer, directory: Path, epoch: int, step: int) -
 
 
 def initial_model(cfg: dict, tokenizer, init_dir=None):
-    """The BertForMaskedLM that training starts from: the saved model in `init_dir` (its vocabulary
-    must be the tokenizer's, or the tokenizer's without its added tokens; `cfg`'s max_length and position_offset are cut to its positions), or
-    a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
+    """The BertForMaskedLM that training starts from, its `freeze` parts frozen (`freeze_parts`):
+    the saved model in `init_dir` (its vocabulary must be the tokenizer's, or the tokenizer's
+    without its added tokens; `cfg`'s max_length and position_offset are cut to its positions),
+    or a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
+    return freeze_parts(_starting_model(cfg, tokenizer, init_dir), cfg.get("freeze") or ())
+
+
+def freeze_parts(model, parts):
+    """`model` with the parameters of each of `parts` (`FROZEN_PARTS`) left out of training
+    (requires_grad False: no gradient, so AdamW and DP-SGD leave them as they are)."""
+    names = {name for part in parts for name in FROZEN_PARTS[part]}
+    for name, param in model.named_parameters():
+        if name in names:
+            param.requires_grad_(False)
+    return model
+
+
+def _starting_model(cfg: dict, tokenizer, init_dir=None):
     from transformers import BertConfig, BertForMaskedLM
 
     if init_dir is not None:
