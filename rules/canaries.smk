@@ -174,7 +174,7 @@ rule canaries:
 
 rule one_run_canaries:
     input:
-        text=CORPUS_TABLES["target"],
+        text=result("corpus/dp_private_text.parquet"),
         tokenizer=result("models/tokenizer"),
     output:
         canaries=result("canaries/one_run.parquet"),

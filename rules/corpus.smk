@@ -15,6 +15,24 @@ rule build_corpora:
         "../workflow/scripts/build_corpora.py"
 
 
+rule dp_private_text:
+    input:
+        target=CORPUS_TABLES["target"],
+        world=result("corpus/world.parquet"),
+    output:
+        result("corpus/dp_private_text.parquet"),
+    log:
+        result("logs/dp_private_text.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        corpus=config["corpus"],
+        dp_corpus=config.get("dp_corpus", {}),
+        code=library_code("dp_private_text.py"),
+    script:
+        "../workflow/scripts/dp_private_text.py"
+
+
 rule select_samples:
     input:
         world=result("corpus/world.parquet"),

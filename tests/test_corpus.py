@@ -182,3 +182,31 @@ def test_the_mimic_population_changes_no_other_row_of_the_world_or_of_the_sample
         named_variant(after, new["samples"], tokenizer).iloc[: len(before)],
         named_variant(before, old["samples"], tokenizer),
     )
+
+
+def test_the_dp_private_text_adds_new_patients_and_never_a_world_sample(world):
+    """The DP targets' text: the target's lines first, then the new patients' (ids of their own, a
+    stream of their own: the same with or without the rest of the world); a new line whose text is
+    a world sample (here one planted in the sample table) or a target line is left out."""
+    from mlmia.world.dp_corpus import PATIENT_PREFIX, dp_corpus_settings, dp_private_text
+
+    alone = dp_private_text(world["target"].iloc[:0], world["samples"].iloc[:0], TINY, {"patients": 12})
+    assert alone["group_id"].nunique() == 12 and alone["group_id"].str.startswith(PATIENT_PREFIX).all()
+    text = dp_private_text(world["target"], world["samples"], TINY, {"patients": 12})
+    n = len(world["target"])
+    assert text.iloc[:n]["text"].tolist() == world["target"]["text"].tolist()
+    # the new lines: the patients' own, but for those (formulaic) lines that the world holds already
+    known = set(world["samples"]["text"]) | set(world["target"]["text"])
+    expected = alone[~alone["text"].isin(known)]
+    assert 0 < len(expected) < len(alone) and text.iloc[n:]["sample_id"].tolist() == expected["sample_id"].tolist()
+    assert not set(text.iloc[n:]["text"]) & set(world["samples"]["text"])
+    planted = pd.concat([world["samples"], expected.iloc[[3, 7]].assign(role="nonmember")], ignore_index=True)
+    kept = dp_private_text(world["target"], planted, TINY, {"patients": 12})
+    assert len(kept) == len(text) - 2 and not set(expected["text"].iloc[[3, 7]]) & set(kept["text"])
+    assert (
+        dp_private_text(world["target"], world["samples"], TINY, {})["text"].tolist()
+        == world["target"]["text"].tolist()
+    )
+    for bad in ({"patients": -1}, {"patients": True}, {"people": 3}):
+        with pytest.raises(UserError, match="dp_corpus"):
+            dp_corpus_settings(bad)

@@ -92,7 +92,7 @@ def test_dp_training_meets_the_target_epsilon_and_clips(tok_dir, tmp_path):
 
 
 def test_dp_fine_tuning_starts_from_the_init_model(tok_dir, tmp_path):
-    """`init` with dp (config/dp_recipes.yaml): at learning rate 0 the DP-SGD loop saves exactly
+    """`init` with dp (the DP targets' recipe): at learning rate 0 the DP-SGD loop saves exactly
     the model it started from, and from scratch it does not (so the init was really loaded)."""
     from transformers import BertForMaskedLM
 
@@ -175,7 +175,13 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
     from transformers import BertConfig, BertForMaskedLM
 
-    from mlmia.defences.dp_sgd import clipping_mode, dp_settings, unregister_head_bias
+    from mlmia.defences.dp_sgd import (
+        clipping_mode,
+        dp_settings,
+        ghost_clipped_sum,
+        length_chunks,
+        unregister_head_bias,
+    )
     from mlmia.models.training import freeze_parts
 
     def model():
@@ -219,9 +225,31 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     DPTensorFastGradientClipping(gsm, optim, rows, "mean").backward()
     assert np.allclose(gsm.per_sample_gradient_norms.detach().numpy(), norms, rtol=1e-4)
     got = dict(gsm._module.named_parameters())  # the head's bias goes by its decoder's name while unregistered
+
+    def ghost_grad(n):
+        return got.get(n, got.get(n.replace("predictions.", "predictions.decoder."))).grad
+
     for n, _ in trained:
-        assert torch.allclose(got.get(n, got.get(n.replace("predictions.", "predictions.decoder."))).grad,
-                              expected[n], atol=1e-7), n  # fmt: skip
+        assert torch.allclose(ghost_grad(n), expected[n], atol=1e-7), n
+    # the training's path: rows of different lengths in chunks cut to their own longest row (two
+    # rows of 7 tokens per chunk here: rows 1 and 3 padded after 5 tokens), the chunks' sums added
+    attn[[1, 3], 5:] = 0
+    ids[[1, 3], 5:], labels[1, 5] = 0, -100
+    expected = {n: torch.zeros_like(p) for n, p in trained}
+    for i in range(4):
+        width = int(attn[i].sum())
+        row = MaskedBatch(ids[i : i + 1, :width], labels[i : i + 1, :width])
+        grads = torch.autograd.grad(per_unit_loss(plain, bert, row, attn[i : i + 1, :width], pos[i : i + 1, :width]).sum(),
+                                    [p for _, p in trained], allow_unused=True)  # fmt: skip
+        grads = [torch.zeros_like(p) if g is None else g for (_, p), g in zip(trained, grads)]
+        norm = float(torch.sqrt(sum((g**2).sum() for g in grads)))
+        for (n, _), g in zip(trained, grads):
+            expected[n] += g * min(1.0, clip / (norm + 1e-6))
+    assert [c.tolist() for c in length_chunks(attn.sum(dim=1).numpy(), 14)] == [[0, 2], [1, 3]]
+    ghost_trained = [p for p in gsm._module.parameters() if p.requires_grad]
+    ghost_clipped_sum(gsm, optim, ghost_trained, bert, MaskedBatch(ids, labels), attn, pos, "cpu", max_tokens=14)
+    for n, _ in trained:
+        assert torch.allclose(ghost_grad(n), expected[n], atol=1e-7), n
     # the tied word embeddings trained: ghost clipping refused, per-sample clipping chosen
     tied = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                       intermediate_size=32))  # fmt: skip
@@ -717,11 +745,11 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
         ci.targets()
     )
     plan = audit_plan(ci)
-    assert list(plan) == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"]
+    assert list(plan) == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"]
     assert plan["dp_eps1"]["experiment"] == "dp_eps1_long_mimic" and "min_k" in plan["dp_eps1"]["attacks"]
     # every DP model is audited, trained with the gradient canaries and the canaries' tokenizer; its
     # check job's mark is what `snakemake dp` asks for; the other models train as before
-    assert ci.dp_targets() == ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"] == ci.one_run_targets()
+    assert ci.dp_targets() == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"] == ci.one_run_targets()
     assert {ci.dp_audit_outputs(t)["passed"] for t in ci.dp_targets()} <= set(ci.targets("dp"))
     assert ci.training_spec("dp_eps8")["settings"]["dp"]["canaries"] == {"count": 500, "sentinels": 64, "norm": 10.0,
                                                                          "seed": 0}  # fmt: skip
@@ -750,31 +778,29 @@ def test_snakemake_dp_plans_the_group_on_the_ci_config(tmp_path):
     jobs = planned_jobs(workdir, "dp", "--configfile", str(config))
     outputs = " ".join(out for _, out in jobs)
     for name in ("dp/bounds.csv", "dp/bounds.md", "dp/bounds_by_attack.csv", "dp/privacy_utility.png",
-                 "tables/table_dp.md", "findings_dp.md", "models/dp_eps1", "models/dp_none", "dp/one_run.md",
-                 "dp/findings.md", "dp/checks.csv", "dp/audit/dp_eps8.json", "dp/audit/dp_none.passed",
-                 "corpus/train_target_canaries.parquet", "models/tokenizer_canaries"):  # fmt: skip
+                 "tables/table_dp.md", "findings_dp.md", "models/dp_eps1", "models/dp_none_ft", "dp/one_run.md",
+                 "dp/findings.md", "dp/checks.csv", "dp/audit/dp_eps8.json", "dp/audit/dp_none_ft.passed",
+                 "corpus/train_dp_private.parquet", "models/tokenizer_canaries"):  # fmt: skip
         assert f"results/ci/{name}" in outputs, name
     assert not any(rule == "train_model" and "models/base" in out for rule, out in jobs)
 
 
-def test_the_recipes_overlay_trains_its_models_from_the_public_reference(tmp_path):
-    """config/dp_recipes.yaml (docs/dp.md) passes the schema over the default config and plans
-    its four DP models; the public-init ones take the general reference as an input."""
+def test_the_default_dp_targets_fine_tune_the_public_reference_on_the_dp_private_text(tmp_path):
+    """The default config's DP targets (docs/dp.md) start from the general reference and train on
+    the DP private text (the target's text, dp_corpus.patients more patients, the canaries): the
+    dry run's train_model jobs take both as inputs."""
     workdir = copy_workflow(tmp_path)
-    names = ["dp_eps8_batch256", "dp_eps8_public", "dp_eps8_public_batch512", "dp_eps8_public_lr2e4"]
+    names = ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"]
     targets = [f"results/default/models/{name}" for name in names]
-    dry = run_snakemake(workdir, "-n", "--configfile", "config/config.yaml", "config/dp_recipes.yaml", "--", *targets)
+    dry = run_snakemake(workdir, "-n", "--configfile", "config/config.yaml", "--", *targets)
     inputs = {}  # output -> input line of each planned train_model job
     for block in dry.stdout.split("rule train_model:")[1:]:
         fields = dict(line.strip().split(": ", 1) for line in block.splitlines()[1:4] if ": " in line)
-        inputs[fields["output"]] = fields["input"]
-    assert sorted(inputs) == sorted([*targets, "results/default/models/ref_general"])
-    public = {
-        name
-        for name in names
-        if "results/default/models/ref_general" in inputs[f"results/default/models/{name}"].split(", ")
-    }
-    assert public == {"dp_eps8_public", "dp_eps8_public_batch512", "dp_eps8_public_lr2e4"}
+        inputs[fields["output"]] = fields["input"].split(", ")
+    for target in targets:
+        assert "results/default/models/ref_general" in inputs[target]
+        assert "results/default/corpus/train_dp_private.parquet" in inputs[target]
+    assert "rule dp_private_text:" in dry.stdout and "rule one_run_canaries:" in dry.stdout
 
 
 @pytest.mark.slow
@@ -808,7 +834,7 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     assert "the white-box one-run bound eps >= " in no_noise
     assert float(no_noise.split("the white-box one-run bound eps >= ")[1].split()[0]) > 1.0
     run = workdir / "results" / "ci"
-    correct = ["dp_none", "dp_eps8", "dp_eps4", "dp_eps1"]
+    correct = ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"]
     for name in correct:
         assert (run / "dp" / "audit" / f"{name}.passed").exists(), name
     assert not any((run / "dp" / "audit" / f"{name}.passed").exists() for name in faults)
@@ -831,7 +857,7 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     one_run = pd.read_csv(run / "dp" / "one_run.csv")
     assert sorted(one_run["audit"].unique()) == ["black-box", "white-box"] and len(one_run) == 16
     black = one_run[one_run["audit"] == "black-box"]
-    trained = pd.read_parquet(run / "corpus" / "train_target_canaries.parquet")
+    trained = pd.read_parquet(run / "corpus" / "train_dp_private.parquet")
     assert (black.canaries == 40).all() and (black.inserted == trained.group_id.str.startswith("one_run_").sum()).all()
     assert (one_run[one_run["audit"] == "white-box"].guesses == 200).all()
     info = json.loads((run / "models" / "dp_eps8" / "train_info.json").read_text())

@@ -377,6 +377,16 @@ def test_continue_from_a_saved_model(tok_dir, tmp_path):
     assert not torch.equal(a.bert.embeddings.word_embeddings.weight, b.bert.embeddings.word_embeddings.weight)
     with pytest.raises(UserError):
         train_mlm(TEXTS, tok_dir, tmp_path / "x", config=TINY, init_dir=tmp_path / "missing")
+    # freeze: the word embeddings (and, tied to them, the output projection) stay as they start, the rest trains
+    frozen = train_mlm(TEXTS, tok_dir, tmp_path / "frozen", config={**TINY, "epochs": 1, "freeze": ["word_embeddings"]},
+                       init_dir=base, threads=1, device="cpu")  # fmt: skip
+    c = BertForMaskedLM.from_pretrained(str(tmp_path / "frozen"))
+    assert torch.equal(a.bert.embeddings.word_embeddings.weight, c.bert.embeddings.word_embeddings.weight)
+    assert torch.equal(c.cls.predictions.decoder.weight, c.bert.embeddings.word_embeddings.weight)
+    assert not torch.equal(a.bert.embeddings.position_embeddings.weight, c.bert.embeddings.position_embeddings.weight)
+    assert not torch.equal(a.cls.predictions.bias, c.cls.predictions.bias)
+    word = a.bert.embeddings.word_embeddings.weight.numel()
+    assert frozen["n_trainable_parameters"] == frozen["n_parameters"] - word
 
 
 def test_bf16_training_learns_as_fp32_does_and_is_refused_with_dp(tok_dir, tmp_path):

@@ -251,6 +251,53 @@ def _apply_fault(optim, gsm, fault: str | None) -> None:
             gsm.max_grad_norm = NO_CLIP
 
 
+#: tokens (rows x padded width) per chunk of a ghost-clipped batch
+CHUNK_TOKENS = 8192
+
+
+def length_chunks(lengths, max_tokens: int = CHUNK_TOKENS) -> list:
+    """The rows of a batch in chunks of similar length, longest first, each holding at most
+    `max_tokens` tokens once padded to its own longest row (at least one row)."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    chunks, start = [], 0
+    while start < len(order):
+        width = max(1, int(lengths[order[start]]))
+        stop = start + max(1, max_tokens // width)
+        chunks.append(order[start:stop])
+        start = stop
+    return chunks
+
+
+def ghost_clipped_sum(gsm, optim, trained, objective, batch, attn, pos, dev, max_tokens: int = CHUNK_TOKENS):
+    """Ghost clipping of one Poisson batch: each parameter's `grad` becomes the sum of the rows'
+    clipped gradients. The rows go through in chunks of similar length, each cut to its own
+    longest row (a Poisson batch padded to its longest row wastes about half its tokens), the
+    chunks' clipped sums added up: a row's loss, norm and clipping depend on that row alone, so
+    the sum is the whole batch's. Opacus' two backward passes per chunk (the rows' norms, then
+    their losses times their clipping factors) zero the gradients in between, so each chunk's
+    sum is put aside before the next. Returns (the batch's mean row loss, each row's norm)."""
+    import torch
+    from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+
+    lengths = attn.sum(dim=1)
+    total = [torch.zeros_like(p) for p in trained]
+    losses, norms = torch.zeros(len(lengths)), torch.zeros(len(lengths))
+    for rows in length_chunks(lengths.numpy(), max_tokens):
+        rows_t = torch.as_tensor(rows)
+        width = int(lengths[rows_t].max())
+        part = batch.rows(rows_t, width)
+        per_row = per_unit_loss(gsm._module, objective, part.to(dev), attn[rows_t, :width].to(dev),
+                                pos[rows_t, :width].to(dev))  # fmt: skip
+        DPTensorFastGradientClipping(gsm, optim, per_row, "mean").backward()
+        losses[rows_t] = per_row.detach().cpu()
+        norms[rows_t] = gsm.per_sample_gradient_norms.detach().cpu()
+        for acc, p in zip(total, trained):
+            acc += p.grad
+    for acc, p in zip(total, trained):
+        p.grad = acc
+    return losses.mean(), norms
+
+
 def accountant_epsilon(accountant: str, sigma: float, sample_rate: float, steps: int, delta: float) -> float:
     """The accountant's epsilon at `delta` for `steps` steps of the sampled Gaussian mechanism with
     noise multiplier `sigma` and Poisson rate `sample_rate` (Opacus' accountant of that name; what
@@ -293,7 +340,6 @@ def train_mlm_dp(
     for `train_mlm` (its `row_loss` gives each row's loss)."""
     import torch
     from opacus import PrivacyEngine
-    from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
     from torch.utils.data import DataLoader, TensorDataset
 
     cfg = model_settings(config)
@@ -453,12 +499,10 @@ def train_mlm_dp(
                     else torch.zeros((len(rows_ids), 1), dtype=torch.long)
                 )
                 pos = torch.arange(width).unsqueeze(0) + off
-                per_row = per_unit_loss(net, objective, batch.to(dev), attn.to(dev), pos.to(dev))
-                loss = per_row.mean()
-                if mode == "ghost":  # two backward passes: the rows' norms, then their clipped sum
-                    DPTensorFastGradientClipping(gsm, optim, per_row, "mean").backward()
-                    norms = gsm.per_sample_gradient_norms
+                if mode == "ghost":
+                    loss, norms = ghost_clipped_sum(gsm, optim, trained, objective, batch, attn, pos, dev)
                 else:
+                    loss = per_unit_loss(net, objective, batch.to(dev), attn.to(dev), pos.to(dev)).mean()
                     loss.backward()
                     if unit_lines is not None:  # the patient's gradient: the mean of its lines'
                         for p in trained:

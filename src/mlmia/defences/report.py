@@ -27,6 +27,14 @@ ONE_RUN_COLUMNS = ["target", "audit", "score", "fault", "accountant_epsilon", "d
 CHECK_COLUMNS = ["target", "fault", "check", "observed", "expected", "p_value", "level", "passed", "detail"]
 
 
+#: what a DP target's epsilon does not cover, said in every DP table (issue 27): the tokenizer is
+#: the world's, learnt without DP from every world corpus, the private text included
+VOCABULARY_SCOPE = (
+    "the weights given the tokenizer; the vocabulary is outside the guarantee (the tokenizer was learnt without DP "
+    "from every world corpus, the private text included)"
+)
+
+
 def _format(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n.a."
@@ -67,7 +75,7 @@ def bounds_table(audits: list[dict]) -> pd.DataFrame:
         failed = [c["check"] for c in audit["checks"] if not c["passed"]]
         row |= {"checks": "none" if not audit["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed)),
                 "verdict": "fails" if audit["failures"] else "passes", "failures": "; ".join(audit["failures"]),
-                **audit["attack_summary"]}  # fmt: skip
+                "guarantee_covers": VOCABULARY_SCOPE, **audit["attack_summary"]}  # fmt: skip
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -117,7 +125,7 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         "sampling rate q, the steps) at δ = 1 / training lines; a faulty trainer (fault recorded) claims the intended "
         "ε while doing something else. Patient-level: the accountant's own for patient-level DP-SGD, else group "
         "privacy over the k lines of the patient with the most, (kε, k e^((k-1)ε) δ); vacuous when that δ is at "
-        "least 1.",
+        f"least 1. Every ε here covers {VOCABULARY_SCOPE}.",
         f"White-box bound: the one-run audit of the gradient canaries observed at every step; black-box: the one-run "
         f"audit of the new-token canaries on the final model (one_run.md); each the f-DP analysis' lower bound at the "
         f"accountant's δ, the families of a target (white-box, black-box, attacks) holding together with confidence "
@@ -190,7 +198,8 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
         "and Chaudhuri, ICML 2025, with the (ε, δ) trade-off curve), the audit's bound; Steinke et al.'s of the same "
         "guesses at the same confidence beside it for comparison (its δ term grows with m δ), never in the failure "
         f"rule. The families of bounds of a target (white-box, black-box, attacks) hold together with confidence "
-        f"{settings['confidence']:g} (Bonferroni; column beta: each family's error probability).",
+        f"{settings['confidence']:g} (Bonferroni; column beta: each family's error probability). The accountant's ε "
+        f"covers {VOCABULARY_SCOPE}.",
         "",
         markdown_table(check_header, check_body) if check_body else "No mechanism check (no gradient canaries).",
         "",
@@ -264,6 +273,7 @@ def findings_markdown(findings: list[Finding], confidence: float) -> str:
         "black-box one-run audit of new-token canaries, and the mechanism checks, against what the training claims "
         f"(the accountant's ε at its δ). The bounds are one-sided lower confidence limits (confidence {confidence:g}) "
         "and the checks are tests, so no finding has an interval of a difference: each is a pass or a failure, the "
-        "notes give the ratio of bound to claim and the p-values."
+        "notes give the ratio of bound to claim and the p-values. The accountant's ε covers "
+        f"{VOCABULARY_SCOPE}."
     )
     return render_findings(findings, "Findings of the DP audit", method)

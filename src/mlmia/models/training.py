@@ -70,11 +70,15 @@ MODEL_DEFAULTS: dict = {
     # accountant, unit}; None: off
     "dp": None,
 }
-#: what `freeze` may name, and the parameters of a BertForMaskedLM each holds
+#: what `freeze` may name, and the parameters of a BertForMaskedLM each holds ("weights": every
+#: matrix, embeddings included, so that only the biases and LayerNorms train: BitFit, Ben Zaken,
+#: Goldberg and Ravfogel, ACL 2022; under DP, Bu, Wang, Zha and Karypis, "Differentially private
+#: bias-term fine-tuning of foundation models", ICML 2024)
 FROZEN_PARTS = {
     "word_embeddings": ("bert.embeddings.word_embeddings.weight",),
     "embeddings": ("bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
                    "bert.embeddings.token_type_embeddings.weight"),
+    "weights": (),
 }  # fmt: skip
 
 
@@ -196,8 +200,9 @@ def freeze_parts(model, parts):
     """`model` with the parameters of each of `parts` (`FROZEN_PARTS`) left out of training
     (requires_grad False: no gradient, so AdamW and DP-SGD leave them as they are)."""
     names = {name for part in parts for name in FROZEN_PARTS[part]}
+    matrices = "weights" in parts
     for name, param in model.named_parameters():
-        if name in names:
+        if name in names or (matrices and param.ndim >= 2):
             param.requires_grad_(False)
     return model
 

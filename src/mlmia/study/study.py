@@ -47,8 +47,8 @@ log = get_logger(__name__)
 #: the embedded world's training corpora (`corpus:` of a model); its two scored sample sets:
 #: plain sentences, and the same sentences as Base-b saw them (members carry the name)
 CORPORA = ("target", "target_named", "domain", "general")
-#: the target corpus plus the one-run audit's canaries (mlmia.defences.token_canaries.with_included_canaries)
-ONE_RUN_CORPUS = "target_canaries"
+#: the DP targets' private text (mlmia.world.dp_corpus) plus the one-run audit's canaries (token_canaries.with_included_canaries)
+ONE_RUN_CORPUS = "dp_private"
 WORLD_SETS = ("clinical", "clinical_named")
 TRAINED_ROLES = ("member", "member_heldin")
 
@@ -817,7 +817,7 @@ class Study:
                 "passed": self.path("dp", "audit", f"{target}.passed")}  # fmt: skip
 
     def one_run_targets(self) -> list[str]:
-        """The DP targets trained on the one-run audit's canaries (corpus target_canaries)."""
+        """The DP targets trained on the one-run audit's canaries (corpus dp_private)."""
         return [name for name in self.dp_targets() if self.models[name].get("corpus") == ONE_RUN_CORPUS]
 
     def shadow_outputs(self) -> dict[str, str]:

@@ -954,7 +954,8 @@ def general_sentences() -> list[str]:
 # the world
 
 
-def _n_sentences(rng: random.Random, n: int) -> int:
+def sentence_count(rng: random.Random, n: int) -> int:
+    """How many sentences a patient gets: uniform within a third of `n` around it, at least 2."""
     spread = n // 3
     return max(2, rng.randint(n - spread, n + spread))
 
@@ -1005,7 +1006,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
             p = make_patient(rng, lex, pid, source)
             patients[pid] = p
             for j, (kind, text) in enumerate(
-                patient_sentences(rng, p, _n_sentences(rng, n_sent), source, mixes[source])
+                patient_sentences(rng, p, sentence_count(rng, n_sent), source, mixes[source])
             ):
                 rows.append(
                     {
@@ -1056,7 +1057,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     for i in range(cfg["domain"]["patients"]):
         pid = f"domain-{i:05d}"
         p = make_patient(rng_d, lex, pid, "domain")
-        for j, (_, text) in enumerate(patient_sentences(rng_d, p, _n_sentences(rng_d, n_sent), "domain", mix)):
+        for j, (_, text) in enumerate(patient_sentences(rng_d, p, sentence_count(rng_d, n_sent), "domain", mix)):
             drows.append({"sample_id": f"{pid}-{j:03d}", "group_id": pid, "text": text})
     for j in range(cfg["domain"]["abstract_sentences"]):
         drows.append(

@@ -52,6 +52,11 @@ class MaskedBatch:
         weights = None if self.weights is None else self.weights.to(device)
         return MaskedBatch(self.input_ids.to(device), self.labels.to(device), weights)
 
+    def rows(self, index, width: int) -> MaskedBatch:
+        """The rows `index`, cut to their first `width` positions (past a row's end: padding)."""
+        weights = None if self.weights is None else self.weights[index, :width]
+        return MaskedBatch(self.input_ids[index, :width], self.labels[index, :width], weights)
+
 
 class Objective:
     """A training objective. Subclasses set `name` (the module's name) and implement the three

@@ -1,0 +1,100 @@
+"""DP fine-tuning recipes and how much of the public-to-private gap each closes (issue 27, item 1).
+
+Each recipe is a model setting (`models:` keys: init, freeze, epochs, batch_size, lr, dp) trained
+on the DP private text with a given number of extra patients (`mlmia.world.dp_corpus`, from the
+run's world and target text), then scored the way the DP audit measures utility: the held-out
+masked-LM loss, the mean masked energy (K = 10, seed 0) over the long MIMIC non-member notes of
+the DP experiments. A recipe's gap closed is (public - recipe) / (public - ceiling), the public
+model being the init the recipes start from (scored alike) and the ceiling the recipe named by
+`--ceiling` (the same fine-tuning without DP). Training CPU seconds are the training process's.
+
+    .venv/bin/python bench/dp_recipes.py --run results/default --patients 1500 --out docs/dp_recipes.md \\
+        --recipe 'none=init: ref_general, freeze: [word_embeddings], epochs: 5, batch_size: 1024, lr: 0.003, dp: {epsilon: null}' \\
+        --recipe 'eps8=init: ref_general, freeze: [word_embeddings], epochs: 5, batch_size: 1024, lr: 0.003, dp: {epsilon: 8}' \\
+        --ceiling none
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from mlmia.models.loading import load_mlm
+from mlmia.report.markdown import markdown_table
+from mlmia.scoring.energy import score_samples
+from mlmia.training_job import train_model
+from mlmia.world.dp_corpus import dp_private_text
+
+
+def held_out(run: Path) -> pd.DataFrame:
+    """The DP experiments' non-members: the long MIMIC non-member notes of the run's samples."""
+    samples = pd.read_parquet(run / "samples" / "clinical.parquet")
+    keep = (samples["source"] == "mimic") & (samples["length"] == "long") & (samples["role"] == "nonmember")
+    return samples[keep].reset_index(drop=True)
+
+
+def held_out_loss(model_dir: Path, samples: pd.DataFrame, threads: int) -> float:
+    """Mean masked energy (K = 10, seed 0) of the samples under the model."""
+    model, tokenizer = load_mlm(model_dir, device="cpu")
+    scores = score_samples(model, tokenizer, samples, energy="masked", k=10, seed=0, device="cpu", num_threads=threads)
+    return float(scores["energy"].mean())
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", type=Path, required=True, help="a default run's results folder")
+    parser.add_argument("--patients", type=int, action="append", required=True, help="extra patients (repeatable)")
+    parser.add_argument("--recipe", action="append", required=True, help="NAME=YAML mapping of model settings")
+    parser.add_argument("--ceiling", required=True, help="the recipe without DP that the gap is measured to")
+    parser.add_argument("--work", type=Path, default=Path("dp_recipes"), help="where the models are trained")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="Markdown file (default: print)")
+    args = parser.parse_args(argv)
+    recipes = {name: yaml.safe_load("{" + spec + "}") for name, _, spec in (r.partition("=") for r in args.recipe)}
+    samples = held_out(args.run)
+    target = pd.read_parquet(args.run / "corpus" / "train_target.parquet")
+    world = pd.read_parquet(args.run / "corpus" / "world.parquet")
+    tokenizer_dir = args.run / "models" / "tokenizer"
+    rows, public = [], {}
+    for patients in args.patients:
+        text = dp_private_text(target, world, {}, {"patients": patients})
+        losses = {}
+        for name, recipe in recipes.items():
+            recipe = dict(recipe)
+            init = args.run / "models" / recipe.pop("init") if recipe.get("init") else None
+            if init is not None and init not in public:
+                public[init] = held_out_loss(init, samples, args.threads)
+            out = args.work / f"{name}_p{patients}"
+            cpu = time.process_time()
+            info = train_model(text["text"].tolist(), tokenizer_dir, out, config=recipe, init_dir=init,
+                               threads=args.threads, device="cpu", groups=text["group_id"].tolist(), name=name)  # fmt: skip
+            cpu = time.process_time() - cpu
+            losses[name] = held_out_loss(out, samples, args.threads)
+            dp = info.get("dp") or {}
+            rows.append({"recipe": name, "patients": patients, "lines": len(text), "init": init, "steps": info["steps"],
+                         "epsilon": dp.get("epsilon"), "sigma": dp.get("noise_multiplier"), "cpu_s": cpu,
+                         "loss": losses[name]})  # fmt: skip
+        for row in rows[-len(recipes) :]:
+            base = public.get(row["init"])
+            gap = None if base is None else base - losses[args.ceiling]
+            row["public_loss"] = base
+            row["gap_closed"] = None if not gap else (base - row["loss"]) / gap
+    table = markdown_table(
+        ["recipe", "extra patients (lines)", "steps", "accountant ε (σ)", "training CPU-s", "held-out MLM loss",
+         "public model's", "gap closed"],
+        [[r["recipe"], f"{r['patients']} ({r['lines']})", r["steps"],
+          "no DP" if r["epsilon"] is None else f"{r['epsilon']:.2f} ({r['sigma']:.3f})", f"{r['cpu_s']:.0f}",
+          f"{r['loss']:.3f}", "-" if r["public_loss"] is None else f"{r['public_loss']:.3f}",
+          "-" if r["gap_closed"] is None else f"{r['gap_closed']:.0%}"] for r in rows],
+    )  # fmt: skip
+    if args.out:
+        args.out.write_text(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
