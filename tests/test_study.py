@@ -298,6 +298,13 @@ def test_models_shards_and_training_text(in_repo, tmp_path):
     smaller = load("config.yaml")
     smaller["scoring"]["shard_size"] = 1000
     assert study(smaller).shards("clinical") == 3
+    # the 25 neighbour sets of each sample, 5 sets per job: 5 jobs per (model, energy kind); one set per job: 25;
+    # 7 per job: ceil(25 / 7) = 4, times the dataset's 3 shards = 12
+    assert s.shards("clinical~neighbours") == 5
+    smaller["scoring"]["neighbour_sets_per_job"] = 1
+    assert study(smaller).shards("clinical~neighbours") == 3 * 25
+    smaller["scoring"]["neighbour_sets_per_job"] = 7
+    assert study(smaller).shards("clinical~neighbours") == 12
     with pytest.raises(UserError, match="config key models: 'nope' is not a configured model"):
         s.model_dir("nope")
     paper = study(load("paper.yaml"), fake_paper_files=tmp_path)

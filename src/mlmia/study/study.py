@@ -10,6 +10,7 @@ each experiment's metrics must hold, and where every result of the run lies
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -656,10 +657,12 @@ class Study:
     def shards(self, dataset: str) -> int:
         """Scoring jobs per (model, energy kind) of a sample table: a user dataset's `shards`,
         at most one per sample (clamped with a warning) when its files can be counted; a
-        neighbour table, its dataset's times the neighbours per sample."""
+        neighbour table, its dataset's times the neighbour sets per sample over
+        `scoring.neighbour_sets_per_job` (a job's start-up costs more than scoring one set)."""
         if dataset.endswith(NEIGHBOUR_SET):
             base = dataset[: -len(NEIGHBOUR_SET)]
-            return self.shards(base) * int(self.config["neighbours"]["count"])
+            per_job = int(self.config["scoring"].get("neighbour_sets_per_job", 1))
+            return self.shards(base) * math.ceil(int(self.config["neighbours"]["count"]) / per_job)
         if dataset in self.config.get("datasets", {}):
             wanted = self.config["datasets"][dataset]["shards"]
             if dataset not in self._rows:
