@@ -2,11 +2,15 @@
 
 For one batch of training lines and one model, the median wall time (and CPU time) of:
 
-- ``plain``: the non-private loop's step (`mlmia.models.training.masked_lm_loss`, backward, AdamW);
+- ``plain``: the non-private loop's step (`mlmia.models.training.masked_lm_loss`, backward, AdamW),
+  the batch's lines in the length chunks the ghost path uses, their gradients accumulated (the
+  plain loop's length-grouped batches carry as little padding);
 - ``per_sample``: a DP-SGD step with Opacus' per-sample gradients (hooks), every parameter trained
-  (the word embeddings too: the only path while they are tied and trained);
+  (the word embeddings too: the only path while they are tied and trained), the whole batch
+  padded to its longest line as `train_mlm_dp` runs it;
 - ``plain, frozen``: the plain step with the word embeddings frozen (`freeze: [word_embeddings]`);
-- ``ghost, frozen``: a DP-SGD step with ghost clipping on that model (the DP targets' path);
+- ``ghost, frozen``: a DP-SGD step with ghost clipping on that model, in length chunks
+  (`mlmia.defences.dp_sgd.ghost_clipped_sum`: the DP targets' path);
 
 each DP step as `mlmia.defences.dp_sgd.train_mlm_dp` takes it (the rows' losses of
 `per_unit_loss`, clipping, noise, AdamW), on the same masks. The ratio that matters is a DP step
@@ -28,7 +32,13 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from mlmia.defences.dp_sgd import _prepare_opacus, per_unit_loss, unregister_head_bias
+from mlmia.defences.dp_sgd import (
+    ghost_clipped_sum,
+    length_chunks,
+    per_unit_loss,
+    quiet_opacus_warnings,
+    unregister_head_bias,
+)
 from mlmia.models.batching import pad_rows
 from mlmia.models.loading import load_tokenizer
 from mlmia.models.objectives import make_objective
@@ -55,17 +65,21 @@ def batch_of(text: Path, tokenizer, size: int, seed: int):
 def step_function(path: str, model_dir: Path, tokenizer, objective, batch, attn, pos):
     """One training step of `path` as a closure (the model and optimizer built once)."""
     from opacus import PrivacyEngine
-    from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 
     cfg = model_settings({"freeze": ["word_embeddings"] if "frozen" in path else []})
     model = initial_model(cfg, tokenizer, model_dir)
     model.train()
     optim, _ = adamw_with_schedule(model, lr=1e-4, weight_decay=0.01, warmup_ratio=0.0, total_steps=100)
+    lengths = attn.sum(dim=1)
+    chunks = [(torch.as_tensor(rows), int(lengths[rows].max())) for rows in length_chunks(lengths.numpy())]
     if path.startswith("plain"):
 
         def plain() -> None:
             optim.zero_grad(set_to_none=True)
-            masked_lm_loss(model, objective, batch, attn, pos).backward()
+            for rows, width in chunks:  # the batch's mean loss, accumulated chunk by chunk
+                part = batch.rows(rows, width)
+                loss = masked_lm_loss(model, objective, part, attn[rows, :width], pos[rows, :width])
+                (loss * len(rows) / len(attn)).backward()
             optim.step()
 
         return plain
@@ -79,13 +93,14 @@ def step_function(path: str, model_dir: Path, tokenizer, objective, batch, attn,
     else:
         gsm, dp_optim, _ = PrivacyEngine().make_private(**common)
 
+    trained = [p for p in gsm._module.parameters() if p.requires_grad]
+
     def private() -> None:
         dp_optim.zero_grad(set_to_none=True)
-        rows = per_unit_loss(gsm._module, objective, batch, attn, pos)
         if path.startswith("ghost"):
-            DPTensorFastGradientClipping(gsm, dp_optim, rows, "mean").backward()
+            ghost_clipped_sum(gsm, dp_optim, trained, objective, batch, attn, pos, "cpu")
         else:
-            rows.mean().backward()
+            per_unit_loss(gsm._module, objective, batch, attn, pos).mean().backward()
         dp_optim.step()
 
     return private
@@ -116,7 +131,7 @@ def main(argv=None) -> None:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    _prepare_opacus()
+    quiet_opacus_warnings()
     tokenizer = load_tokenizer(args.model)
     objective, batch, attn, pos = batch_of(args.text, tokenizer, args.batch, args.seed)
     times = {}

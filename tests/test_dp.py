@@ -136,9 +136,9 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
     from opacus import GradSampleModule
     from transformers import BertConfig, BertForMaskedLM
 
-    from mlmia.defences.dp_sgd import _prepare_opacus, unregister_head_bias
+    from mlmia.defences.dp_sgd import quiet_opacus_warnings, unregister_head_bias
 
-    _prepare_opacus()
+    quiet_opacus_warnings()
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=32, max_position_embeddings=40, hidden_dropout_prob=0.0,

@@ -155,7 +155,7 @@ def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     return k * epsilon, grown
 
 
-def _prepare_opacus() -> None:
+def quiet_opacus_warnings() -> None:
     """Two of Opacus' warnings silenced: the insecure RNG (train_info.json records
     `secure_rng: false`) and PyTorch's note that the first layer's inputs need no gradient (they
     are token ids)."""
@@ -367,7 +367,7 @@ def train_mlm_dp(
     cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)
-    _prepare_opacus()
+    quiet_opacus_warnings()
     model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
     model.train()
