@@ -10,7 +10,7 @@ For one batch of training lines and one model, the median wall time (and CPU tim
   padded to its longest line as `train_mlm_dp` runs it;
 - ``plain, frozen``: the plain step with the word embeddings frozen (`freeze: [word_embeddings]`);
 - ``ghost, frozen``: a DP-SGD step with ghost clipping on that model, in length chunks
-  (`mlmia.defences.dp_sgd.ghost_clipped_sum`: the DP targets' path);
+  (`mlmia.defences.clipping.ghost_clipped_sum`: the DP targets' path);
 
 each DP step as `mlmia.defences.dp_sgd.train_mlm_dp` takes it (the rows' losses of
 `per_unit_loss`, clipping, noise, AdamW), on the same masks. The ratio that matters is a DP step
@@ -32,13 +32,8 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from mlmia.defences.dp_sgd import (
-    ghost_clipped_sum,
-    length_chunks,
-    per_unit_loss,
-    quiet_opacus_warnings,
-    unregister_head_bias,
-)
+from mlmia.defences.clipping import ghost_clipped_sum, length_chunks, per_unit_loss, unregister_head_bias
+from mlmia.defences.dp_sgd import quiet_opacus_warnings
 from mlmia.models.batching import pad_rows
 from mlmia.models.loading import load_tokenizer
 from mlmia.models.objectives import make_objective

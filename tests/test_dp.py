@@ -25,7 +25,8 @@ from mlmia.defences.audit import (
     one_run_canary_audit,
     utility,
 )
-from mlmia.defences.dp_sgd import FAULTS, dp_settings, group_privacy, per_unit_loss, pool_by_unit
+from mlmia.defences.clipping import per_unit_loss, pool_by_unit
+from mlmia.defences.dp_sgd import FAULTS, dp_settings, group_privacy
 from mlmia.defences.gradient_canaries import RECORD_FILE, canary_scores, mechanism_checks, read_record
 from mlmia.defences.report import (
     audit_findings,
@@ -136,7 +137,8 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
     from opacus import GradSampleModule
     from transformers import BertConfig, BertForMaskedLM
 
-    from mlmia.defences.dp_sgd import quiet_opacus_warnings, unregister_head_bias
+    from mlmia.defences.clipping import unregister_head_bias
+    from mlmia.defences.dp_sgd import quiet_opacus_warnings
 
     quiet_opacus_warnings()
     torch.manual_seed(0)
@@ -175,13 +177,8 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
     from transformers import BertConfig, BertForMaskedLM
 
-    from mlmia.defences.dp_sgd import (
-        clipping_mode,
-        dp_settings,
-        ghost_clipped_sum,
-        length_chunks,
-        unregister_head_bias,
-    )
+    from mlmia.defences.clipping import clipping_mode, ghost_clipped_sum, length_chunks, unregister_head_bias
+    from mlmia.defences.dp_sgd import dp_settings
     from mlmia.models.training import freeze_parts
 
     def model():
