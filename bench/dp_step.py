@@ -71,7 +71,7 @@ def step_function(path: str, model_dir: Path, tokenizer, objective, batch, attn,
 
         def plain() -> None:
             optim.zero_grad(set_to_none=True)
-            for rows, width in chunks:  # the batch's mean loss, accumulated chunk by chunk
+            for rows, width in chunks:  # each chunk's loss weighted by its rows (the step's cost is what counts)
                 part = batch.rows(rows, width)
                 loss = masked_lm_loss(model, objective, part, attn[rows, :width], pos[rows, :width])
                 (loss * len(rows) / len(attn)).backward()

@@ -24,8 +24,9 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.models.objectives import MaskedBatch, Objective
 
-#: how each unit's gradient norm is found (module docstring): Opacus' grad_sample_mode of each
-CLIPPINGS = {"per_sample": "hooks", "ghost": "ghost"}
+#: how each unit's gradient norm is found (module docstring): per-sample gradients (Opacus'
+#: grad_sample_mode "hooks") or ghost clipping ("ghost")
+CLIPPINGS = ("per_sample", "ghost")
 
 
 def unregister_head_bias(model):

@@ -174,7 +174,7 @@ def _empty_batch(optimizer, mode: str) -> None:
             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
 
 
-def _apply_fault(optim, gsm, fault: str | None) -> None:
+def _apply_fault(optim, gsm, fault: str | None, mode: str) -> None:
     """Make the DP optimizer do the faulty thing (module docstring); the accountant is not told.
     With ghost clipping the module clips (`gsm.max_grad_norm`), so no_clipping lifts its norm too."""
     if fault == "no_noise":
@@ -184,7 +184,7 @@ def _apply_fault(optim, gsm, fault: str | None) -> None:
     elif fault == "no_clipping":  # the noise's standard deviation, noise_multiplier x max_grad_norm, stays sigma C
         optim.noise_multiplier = optim.noise_multiplier * optim.max_grad_norm / NO_CLIP
         optim.max_grad_norm = NO_CLIP
-        if hasattr(gsm, "get_clipping_coef"):
+        if mode == "ghost":
             gsm.max_grad_norm = NO_CLIP
 
 
@@ -320,7 +320,7 @@ def train_mlm_dp(
     else:
         gsm, optim, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip)
     divisor = float(optim.expected_batch_size)
-    _apply_fault(optim, gsm, dp["fault"])
+    _apply_fault(optim, gsm, dp["fault"], mode)
     canaries = None
     if dp["canaries"] is not None:
         canaries = GradientCanaries(dp["canaries"], float(dp["max_grad_norm"]), sample_rate, dev)
