@@ -20,6 +20,10 @@ rule score_shard:
     params:
         shard=lambda wildcards: int(wildcards.shard),
         shards=lambda wildcards: STUDY.shards(wildcards.dataset),
+        # the rows the experiments reading these scores take (all others are never read)
+        rows=lambda wildcards: STUDY.score_rows(
+            wildcards.dataset, wildcards.model, wildcards.energy
+        ),
         # one object for every scoring rule; K only matters to the masked energy, so
         # normalized scores ignore changes to it
         scoring=lambda wildcards: STUDY.scoring(wildcards.energy),

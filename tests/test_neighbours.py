@@ -9,13 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from conftest import TINY_MAX_LEN, TINY_WORDS, build_tiny_bert, build_tiny_tokenizer
+from workflow_helpers import REPO
 
-from mlmia.attacks.table import build_attack_table
+from mlmia.attacks.table import build_attack_table, select_samples
 from mlmia.core.errors import UserError
+from mlmia.data.manifest import rows_read
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.neighbours import NEIGHBOUR_SEPARATOR, neighbour_samples
+from mlmia.study.study import Study
 
 LONG = " ".join(TINY_WORDS[:60])  # about 60 tokens: longer than the tiny models' 40 positions
 TEXTS = [
@@ -241,6 +245,10 @@ def test_the_attack_table_joins_neighbours_on_neighbour_of():
     kwargs = dict(nonmembers="s", population="s")
     table = build_attack_table(manifest, scores, models, columns, neighbours=neighbours, **kwargs)
     assert table.neighbours_energy.tolist() == [[1.0, 7.0], [2.0, 4.0], [5.0, 9.0], [3.0, 8.0]]
+    # neighbours of a sample the experiment does not take need no scores (they were not scored)
+    other = pd.DataFrame({"sample_id": ["y0", "y1"], "neighbour_of": ["note9", "note9"]})
+    wider = build_attack_table(manifest, scores, models, columns, neighbours=pd.concat([other, neighbours]), **kwargs)
+    assert wider.neighbours_energy.tolist() == table.neighbours_energy.tolist()
     for given, match in (
         (None, "the neighbours' scores come without their neighbour table"),
         (neighbours.drop(columns="neighbour_of"), "lacks column.*neighbour_of"),
@@ -250,6 +258,38 @@ def test_the_attack_table_joins_neighbours_on_neighbour_of():
         with pytest.raises(UserError, match=match) as info:
             build_attack_table(manifest, scores, models, columns, neighbours=given, **kwargs)
         assert "\n" not in str(info.value)
+
+
+def test_a_model_is_scored_on_the_rows_its_experiments_read(monkeypatch):
+    """`rows_read` keeps a sample (or a neighbour, by its sample's role, source and length) iff
+    some experiment reading the scores selects it: checked against each experiment's own
+    selection (`select_samples`), and the default config's DP target against its experiments."""
+    rng = np.random.default_rng(3)
+    n = 400
+    manifest = pd.DataFrame({"sample_id": [f"s{i}" for i in range(n)], "group_id": [f"p{i // 3}" for i in range(n)],
+                             "role": rng.choice(["member", "member_heldin", "nonmember", "population"], n),
+                             "source": rng.choice(["mimic", "i2b2"], n), "length": rng.choice(["short", "long"], n)})  # fmt: skip
+    selections = [{"nonmembers": "mimic", "population": "i2b2", "length": "long"},
+                  {"nonmembers": "i2b2", "population": "i2b2", "length": None}]  # fmt: skip
+    kept = rows_read(manifest, selections)
+    expected = set()
+    for selection in selections:
+        expected |= set(select_samples(manifest, **selection, where="test").sample_id)
+    assert set(kept.sample_id) == expected and kept.sample_id.tolist() == [
+        i for i in manifest.sample_id if i in expected
+    ]
+    assert 0 < len(kept) < n  # the short MIMIC non-members and the MIMIC population are read by neither
+    assert rows_read(manifest, []).equals(manifest)  # read by no experiment: every row
+    # the neighbour table keeps the neighbours of exactly the kept samples
+    neighbours = manifest.loc[manifest.index.repeat(2)].assign(neighbour_of=lambda t: t.sample_id)
+    assert set(rows_read(neighbours, selections).neighbour_of) == expected
+    # the default world: a DP target's neighbour scores cover its long samples only; Base's every length
+    monkeypatch.chdir(REPO)
+    study = Study.from_config(yaml.safe_load((REPO / "config/config.yaml").read_text()), REPO)
+    dp = study.score_rows("clinical~neighbours", "dp_eps8", "masked")
+    assert dp and {s["length"] for s in dp} == {"long"} and {s["nonmembers"] for s in dp} == {"mimic"}
+    assert {s["length"] for s in study.score_rows("clinical", "base", "masked")} >= {"long", "short"}
+    assert study.score_rows("clinical", "no_such_model", "masked") == []
 
 
 def test_errors_are_one_line_and_no_text_is_logged(wordpiece, caplog):

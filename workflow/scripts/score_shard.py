@@ -2,6 +2,7 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
+from mlmia.data.manifest import rows_read
 from mlmia.models.loading import load_mlm
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.settings import ScoringSettings
@@ -11,7 +12,7 @@ from mlmia.scoring.shards import shard_slice
 def main(snakemake):
     params = snakemake.params
     settings = ScoringSettings(**params.scoring)
-    samples = shard_slice(pd.read_parquet(snakemake.input.samples), params.shard, params.shards)
+    samples = shard_slice(rows_read(pd.read_parquet(snakemake.input.samples), params.rows), params.shard, params.shards)
     model, tokenizer = load_mlm(params.model, settings.device, tokenizer=params.tokenizer)
     scores = score_samples(
         model,

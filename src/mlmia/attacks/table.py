@@ -24,6 +24,7 @@ import pandas as pd
 
 from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
+from mlmia.data.manifest import taken
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
 #: the neighbour-table column naming the sample a neighbour was made from (mlmia.scoring.neighbours)
@@ -60,17 +61,9 @@ def select_samples(
     for column in ("sample_id", "group_id", "role", "source"):
         if column not in manifest.columns:
             raise UserError(f"{where}: the sample table lacks column {column!r}")
-    selected = manifest
-    if length is not None:
-        if "length" not in manifest.columns:
-            raise UserError(f"{where}: length {length!r} asked for but the samples have no length bucket")
-        selected = selected[selected["length"] == length]
-    keep = (
-        selected["role"].isin(["member", "member_heldin"])
-        | ((selected["role"] == "nonmember") & (selected["source"] == nonmembers))
-        | ((selected["role"] == "population") & (selected["source"] == population))
-    )
-    selected = selected[keep]
+    if length is not None and "length" not in manifest.columns:
+        raise UserError(f"{where}: length {length!r} asked for but the samples have no length bucket")
+    selected = manifest[taken(manifest, nonmembers, population, length)]
     for role, detail in (("member", ""), ("nonmember", f" from source {nonmembers!r}")):
         if not (selected["role"] == role).any():
             bucket = f" of length {length!r}" if length else ""
@@ -208,6 +201,9 @@ def _neighbour_lists(scores: pd.DataFrame, neighbours: pd.DataFrame | None, mode
     if missing:
         raise UserError(f"{where}: the neighbour table lacks column(s) {', '.join(missing)}")
     indexed = _indexed(scores, model, [column], kind, where)
+    # only the selected samples' neighbours: a model's neighbour scores cover the samples its
+    # experiments read (`mlmia.data.manifest.rows_read`), not every sample's
+    neighbours = neighbours[neighbours[NEIGHBOUR_OF].astype(str).isin(ids)]
     values = _values(indexed, neighbours["sample_id"].astype(str), column, model, kind, where)
     grouped = pd.Series(list(values)).groupby(neighbours[NEIGHBOUR_OF].astype(str).to_numpy(), sort=False).agg(list)
     absent = ~ids.isin(grouped.index)

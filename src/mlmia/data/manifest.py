@@ -41,3 +41,29 @@ def check_roles_disjoint(manifest: pd.DataFrame, where: str) -> None:
         raise UserError(
             f"{where}: patient {patient!r} is in two roles ({' and '.join(both)}); a patient plays one role"
         )
+
+
+def taken(manifest: pd.DataFrame, nonmembers: str, population: str, length: str | None) -> pd.Series:
+    """Which rows an experiment takes: every member and held-in member, the non-members of source
+    `nonmembers`, the population samples of source `population`, of one length bucket (None:
+    every length)."""
+    keep = (
+        manifest["role"].isin(TRAINED_ROLES)
+        | ((manifest["role"] == "nonmember") & (manifest["source"] == nonmembers))
+        | ((manifest["role"] == "population") & (manifest["source"] == population))
+    )
+    return keep & (manifest["length"] == length) if length is not None else keep
+
+
+def rows_read(samples: pd.DataFrame, selections: list[dict]) -> pd.DataFrame:
+    """The rows of a sample table that at least one of `selections` (each an experiment's
+    `selection()`: nonmembers, population, length) takes, in the table's order: what a model's
+    scores must cover. A neighbour table's rows carry their sample's role, source and length,
+    so the neighbours of exactly those samples are kept. No selections (scores no experiment
+    reads, asked for by name): every row."""
+    if not selections:
+        return samples
+    keep = pd.Series(False, index=samples.index)
+    for selection in selections:
+        keep |= taken(samples, selection["nonmembers"], selection["population"], selection["length"])
+    return samples[keep]

@@ -525,6 +525,19 @@ class Study:
                     out[f"neighbours__{kind}"] = (experiment.neighbour_set, experiment.target, kind)
         return out
 
+    def score_rows(self, dataset: str, model: str, energy: str) -> list[dict]:
+        """Which rows of sample table `dataset` model `model`'s `energy` scores must cover: the
+        selections (`Experiment.selection`) of every experiment that reads them, distinct, in a
+        stable order (`mlmia.attacks.table.rows_read` takes their union). A DP target read on
+        long samples only is scored on those (and on their neighbours) only."""
+        wanted = (dataset, model, energy)
+        selections = {
+            tuple(sorted(self.experiments[name].selection().items()))
+            for name in self.attack_experiments()
+            if wanted in self.score_inputs(name).values()
+        }
+        return [dict(items) for items in sorted(selections, key=repr)]
+
     def experiment_models(self, name: str) -> dict[str, str | list[str]]:
         """The models by input role: target, reference, references (the pool), neighbours (the target)."""
         experiment = self.experiments[name]
