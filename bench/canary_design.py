@@ -37,14 +37,14 @@ def claim(model_dir: Path) -> dict:
             "rate": float(dp["sample_rate"]), "steps": int(dp["steps"]), "delta": float(dp["delta"])}  # fmt: skip
 
 
-def simulated_bound(facts: dict, count: int, share: float, beta: float, rng: np.random.Generator) -> float:
+def simulated_audit(facts: dict, count: int, share: float, beta: float, rng: np.random.Generator) -> dict:
     """One white-box audit of the claimed mechanism with `count` canaries, guessing on `share`."""
     included = rng.integers(0, 2, count).astype(bool)
     joined = (rng.random((facts["steps"], count)) < facts["rate"]) & included
     observed = joined + facts["sigma"] * rng.standard_normal((facts["steps"], count))
     record = {"observed": observed, "divisor": 1.0, "unit": 1.0, "count": count,
               "sigma": facts["sigma"], "sample_rate": facts["rate"]}  # fmt: skip
-    return one_run_canary_audit(canary_scores(record), included, share, facts["delta"], beta)["epsilon_lb"]
+    return one_run_canary_audit(canary_scores(record), included, share, facts["delta"], beta)
 
 
 def design_table(claims: list[dict], counts: list[int], shares: list[float], reps: int, beta: float) -> pd.DataFrame:
@@ -53,10 +53,11 @@ def design_table(claims: list[dict], counts: list[int], shares: list[float], rep
         for count in counts:
             for share in shares:
                 rng = np.random.default_rng([count, round(share * 1000), 7])
-                bounds = np.array([simulated_bound(facts, count, share, beta, rng) for _ in range(reps)])
+                audits = [simulated_audit(facts, count, share, beta, rng) for _ in range(reps)]
+                bounds = np.array([audit["epsilon_lb"] for audit in audits])
                 rows.append({"target": facts["target"], "ε": f"{facts['epsilon']:.2f}", "σ": f"{facts['sigma']:.3f}",
                              "q": f"{facts['rate']:.4f}", "T": facts["steps"], "canaries": count,
-                             "guesses": 2 * min(count // 2, int(np.ceil(share * count / 2))),
+                             "guesses": audits[0]["guesses"],
                              "mean bound": f"{bounds.mean():.2f}", "sd": f"{bounds.std(ddof=1):.2f}",
                              "lowest": f"{bounds.min():.2f}", "share of ε": f"{bounds.mean() / facts['epsilon']:.2f}"})  # fmt: skip
     return pd.DataFrame(rows)

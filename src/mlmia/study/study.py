@@ -528,7 +528,7 @@ class Study:
     def score_rows(self, dataset: str, model: str, energy: str) -> list[dict]:
         """Which rows of sample table `dataset` model `model`'s `energy` scores must cover: the
         selections (`Experiment.selection`) of every experiment that reads them, distinct, in a
-        stable order (`mlmia.attacks.table.rows_read` takes their union). A DP target read on
+        stable order (`mlmia.data.manifest.rows_read` takes their union). A DP target read on
         long samples only is scored on those (and on their neighbours) only."""
         wanted = (dataset, model, energy)
         selections = {
