@@ -13,9 +13,11 @@ import yaml
 from conftest import TINY_MAX_LEN, TINY_WORDS, build_tiny_bert, build_tiny_tokenizer
 from workflow_helpers import REPO
 
+from mlmia.attacks.base import get_attack
 from mlmia.attacks.table import build_attack_table, select_samples
 from mlmia.core.errors import UserError
 from mlmia.data.manifest import rows_read
+from mlmia.metrics.protocols import scored_parts
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.neighbours import NEIGHBOUR_SEPARATOR, neighbour_samples
@@ -249,6 +251,18 @@ def test_the_attack_table_joins_neighbours_on_neighbour_of():
     other = pd.DataFrame({"sample_id": ["y0", "y1"], "neighbour_of": ["note9", "note9"]})
     wider = build_attack_table(manifest, scores, models, columns, neighbours=pd.concat([other, neighbours]), **kwargs)
     assert wider.neighbours_energy.tolist() == table.neighbours_energy.tolist()
+    # a population sample's neighbours are not scored: it gets none, and no neighbourhood statistic
+    # (NaN), while every audited sample keeps its own; the metrics' parts drop it for this attack
+    pooled = pd.concat([manifest, samples(["e"]).assign(sample_id="pop0", group_id="q0", role="population")])
+    pooled_scores = {**scores, ("target", "masked"): pd.DataFrame({"sample_id": pooled.sample_id,
+                                                                    "energy": [1.0, 2.0, 3.0, 4.0, 5.0]})}  # fmt: skip
+    with_population = build_attack_table(pooled, pooled_scores, models, columns, neighbours=neighbours, **kwargs)
+    assert with_population.neighbours_energy.tolist() == table.neighbours_energy.tolist() + [None]
+    statistic = get_attack("neighbourhood").statistic(with_population)
+    np.testing.assert_allclose(statistic[:4], [1 - 4.0, 2 - 3.0, 3 - 7.0, 4 - 5.5])  # by hand: own minus mean
+    assert np.isnan(statistic[4])
+    ((part, _),) = scored_parts(with_population, [get_attack("neighbourhood")])
+    assert part.role.tolist() == ["member", "nonmember"] * 2
     for given, match in (
         (None, "the neighbours' scores come without their neighbour table"),
         (neighbours.drop(columns="neighbour_of"), "lacks column.*neighbour_of"),
@@ -288,6 +302,10 @@ def test_a_model_is_scored_on_the_rows_its_experiments_read(monkeypatch):
     study = Study.from_config(yaml.safe_load((REPO / "config/config.yaml").read_text()), REPO)
     dp = study.score_rows("clinical~neighbours", "dp_eps8", "masked")
     assert dp and {s["length"] for s in dp} == {"long"} and {s["nonmembers"] for s in dp} == {"mimic"}
+    # its neighbours: the audited samples' only; its own scores: the population too (RMIA reads it)
+    assert {s["population"] for s in dp} == {None}
+    assert {s["population"] for s in study.score_rows("clinical", "dp_eps8", "masked")} == {"i2b2"}
+    assert not (rows_read(neighbours.assign(role="population"), dp)).size
     assert {s["length"] for s in study.score_rows("clinical", "base", "masked")} >= {"long", "short"}
     assert study.score_rows("clinical", "no_such_model", "masked") == []
 

@@ -8,6 +8,7 @@ import pandas as pd
 from mlmia.attacks.base import Attack
 from mlmia.attacks.shared import row_ids
 from mlmia.core.errors import UserError
+from mlmia.data.manifest import NEIGHBOUR_ROLES
 
 
 class Neighbourhood(Attack):
@@ -22,7 +23,8 @@ class Neighbourhood(Attack):
     (`mlmia.scoring.neighbours.neighbour_samples`), scored by the target like any sample
     (`neighbours_energy`: one energy per neighbour, each scored under the sample's own masking
     patterns, so that the difference carries no masking noise of its own). No reference
-    model is needed. Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
+    model is needed. A population sample has no statistic (NaN): its neighbours are not
+    scored. Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
     definitions) follows MIMIR's neighbourhood attack (iamgroot42/mimir,
     ``mimir/attacks/neighborhood.py``: the text's loss minus the mean of its neighbours'
     losses), the losses being masked energies (see `mlmia.attacks.loss`); how the neighbours
@@ -33,12 +35,18 @@ class Neighbourhood(Attack):
     inputs = {"target": ("energy",), "neighbours": ("energy",)}
     lower_is_member = True
     aggregates = True
+    # population samples' neighbours are not scored (`mlmia.data.manifest.NEIGHBOUR_ROLES`): no
+    # statistic (NaN) and so no population threshold for this attack
+    scored_roles = NEIGHBOUR_ROLES
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         energy = table["target_energy"].to_numpy(dtype=float)
-        out = np.empty(len(table), dtype=float)
+        out = np.full(len(table), np.nan)
         ids = row_ids(table)
+        scored = table["role"].isin(NEIGHBOUR_ROLES).to_numpy() if "role" in table else np.ones(len(table), bool)
         for i, values in enumerate(table["neighbours_energy"].tolist()):
+            if not scored[i]:
+                continue
             values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
             if values.size == 0:
                 raise UserError(f"attack neighbourhood: sample {ids[i]} has no neighbour energies")

@@ -24,7 +24,7 @@ import pandas as pd
 
 from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
-from mlmia.data.manifest import taken
+from mlmia.data.manifest import NEIGHBOUR_ROLES, taken
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
 #: the neighbour-table column naming the sample a neighbour was made from (mlmia.scoring.neighbours)
@@ -172,7 +172,7 @@ def build_attack_table(
                 table[input_column(role, column)] = _reference_lists(given, models[role], ids, name, kind, where)
             elif role == "neighbours":
                 table[input_column(role, column)] = _neighbour_lists(
-                    given, neighbours, models[role], ids, name, kind, where
+                    given, neighbours, models[role], ids, table["role"], name, kind, where
                 )
             else:
                 indexed = _indexed(given, models[role], [name], kind, where)
@@ -192,9 +192,12 @@ def _reference_lists(tables: list[pd.DataFrame], names: list[str], ids, column, 
     return [list(values) for values in zip(*per_model)] if per_model else [[] for _ in ids]
 
 
-def _neighbour_lists(scores: pd.DataFrame, neighbours: pd.DataFrame | None, model: str, ids, column, kind, where):
-    """Each sample's neighbours' `column`, in the neighbour table's order (its ``neighbour_of``
-    names the sample)."""
+def _neighbour_lists(
+    scores: pd.DataFrame, neighbours: pd.DataFrame | None, model: str, ids, roles, column, kind, where
+):
+    """Each audited sample's neighbours' `column`, in the neighbour table's order (its
+    ``neighbour_of`` names the sample); None for a population sample, whose neighbours are not
+    scored (`mlmia.data.manifest.NEIGHBOUR_ROLES`)."""
     if neighbours is None:
         raise UserError(f"{where}: the neighbours' scores come without their neighbour table")
     missing = [c for c in ("sample_id", NEIGHBOUR_OF) if c not in neighbours.columns]
@@ -203,15 +206,17 @@ def _neighbour_lists(scores: pd.DataFrame, neighbours: pd.DataFrame | None, mode
     indexed = _indexed(scores, model, [column], kind, where)
     # only the selected samples' neighbours: a model's neighbour scores cover the samples its
     # experiments read (`mlmia.data.manifest.rows_read`), not every sample's
-    neighbours = neighbours[neighbours[NEIGHBOUR_OF].astype(str).isin(ids)]
+    audited = ids[roles.isin(NEIGHBOUR_ROLES).to_numpy()]
+    neighbours = neighbours[neighbours[NEIGHBOUR_OF].astype(str).isin(audited)]
     values = _values(indexed, neighbours["sample_id"].astype(str), column, model, kind, where)
     grouped = pd.Series(list(values)).groupby(neighbours[NEIGHBOUR_OF].astype(str).to_numpy(), sort=False).agg(list)
-    absent = ~ids.isin(grouped.index)
+    absent = ~audited.isin(grouped.index)
     if absent.any():
         raise UserError(
-            f"{where}: sample {shown_id(ids[absent].iloc[0])} has no neighbours ({int(absent.sum())} missing)"
+            f"{where}: sample {shown_id(audited[absent].iloc[0])} has no neighbours ({int(absent.sum())} missing)"
         )
-    return grouped.reindex(ids).tolist()
+    lists = dict(zip(audited, grouped.reindex(audited)))
+    return [lists.get(i) for i in ids]
 
 
 def _reference_membership(splits: pd.DataFrame | None, names: list[str], ids, where) -> list:

@@ -12,6 +12,10 @@ from mlmia.core.errors import UserError
 ROLES = ("member", "member_heldin", "nonmember", "population")
 #: roles whose samples the target was trained on
 TRAINED_ROLES = ("member", "member_heldin")
+#: roles whose samples' neighbour texts are scored: the audited ones. No attack compares a
+#: population sample with its neighbours (the neighbourhood attack scores these roles only), so
+#: a population sample's neighbours are made but never scored (a fifth of the neighbour scoring)
+NEIGHBOUR_ROLES = (*TRAINED_ROLES, "nonmember")
 MANIFEST_COLUMNS = ["sample_id", "group_id", "text", "role", "source", "length", "n_tokens"]
 
 #: length buckets in content tokens (word pieces without [CLS]/[SEP])
@@ -43,10 +47,10 @@ def check_roles_disjoint(manifest: pd.DataFrame, where: str) -> None:
         )
 
 
-def taken(manifest: pd.DataFrame, nonmembers: str, population: str, length: str | None) -> pd.Series:
+def taken(manifest: pd.DataFrame, nonmembers: str, population: str | None, length: str | None) -> pd.Series:
     """Which rows an experiment takes: every member and held-in member, the non-members of source
-    `nonmembers`, the population samples of source `population`, of one length bucket (None:
-    every length)."""
+    `nonmembers`, the population samples of source `population` (None: none), of one length
+    bucket (None: every length)."""
     keep = (
         manifest["role"].isin(TRAINED_ROLES)
         | ((manifest["role"] == "nonmember") & (manifest["source"] == nonmembers))

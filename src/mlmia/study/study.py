@@ -21,6 +21,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.data.datasets import count_rows, dataset_paths, declared_sources
 from mlmia.data.importing import files_from_config
+from mlmia.data.manifest import TRAINED_ROLES
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
@@ -51,7 +52,6 @@ CORPORA = ("target", "target_named", "domain", "general")
 #: the DP targets' private text (mlmia.world.dp_corpus) plus the one-run audit's canaries (token_canaries.with_included_canaries)
 ONE_RUN_CORPUS = "dp_private"
 WORLD_SETS = ("clinical", "clinical_named")
-TRAINED_ROLES = ("member", "member_heldin")
 
 
 @dataclass(frozen=True)
@@ -529,13 +529,18 @@ class Study:
         """Which rows of sample table `dataset` model `model`'s `energy` scores must cover: the
         selections (`Experiment.selection`) of every experiment that reads them, distinct, in a
         stable order (`mlmia.data.manifest.rows_read` takes their union). A DP target read on
-        long samples only is scored on those (and on their neighbours) only."""
+        long samples only is scored on those (and on their neighbours) only; neighbour texts are
+        scored for the audited samples only, never the population's (`NEIGHBOUR_ROLES`)."""
         wanted = (dataset, model, energy)
-        selections = {
-            tuple(sorted(self.experiments[name].selection().items()))
-            for name in self.attack_experiments()
-            if wanted in self.score_inputs(name).values()
-        }
+        selections = set()
+        for name in self.attack_experiments():
+            roles = {key.split("__")[0] for key, value in self.score_inputs(name).items() if value == wanted}
+            if not roles:
+                continue
+            selection = self.experiments[name].selection()
+            if roles == {"neighbours"}:
+                selection["population"] = None
+            selections.add(tuple(sorted(selection.items())))
         return [dict(items) for items in sorted(selections, key=repr)]
 
     def experiment_models(self, name: str) -> dict[str, str | list[str]]:
