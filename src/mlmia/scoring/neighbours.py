@@ -18,8 +18,8 @@ best-scored single swaps over every position. Here:
    the masking patterns', ``[seed, stable_key(mask id), j]``, `mlmia.scoring.masks`), so it does
    not depend on the batch, the device or the other samples. One forward per (sample,
    position), batched, ``torch.inference_mode``, fp32.
-2. the candidates at k are the `candidates` most probable tokens there (default 5) other than
-   the original; never a special token (the unknown token included) or an id beyond the
+2. the candidates at k are the `candidates` most probable tokens there (default 5, their code's;
+   the workflow's is 1, measured stronger: docs/neighbour_variants.md) other than the original; never a special token (the unknown token included) or an id beyond the
    tokenizer's vocabulary; with a WordPiece tokenizer a candidate keeps the original's kind (a
    continuation piece "##..." only where the original is one, a word start only where the
    original is one), so that the words of the text stay the words they were.
