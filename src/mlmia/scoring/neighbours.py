@@ -19,10 +19,11 @@ best-scored single swaps over every position. Here:
    not depend on the batch, the device or the other samples. One forward per (sample,
    position), batched, ``torch.inference_mode``, fp32.
 2. the candidates at k are the `candidates` most probable tokens there (default 5, their code's;
-   the workflow's is 1, measured stronger: docs/neighbour_variants.md) other than the original; never a special token (the unknown token included) or an id beyond the
-   tokenizer's vocabulary; with a WordPiece tokenizer a candidate keeps the original's kind (a
-   continuation piece "##..." only where the original is one, a word start only where the
-   original is one), so that the words of the text stay the words they were.
+   the workflow's is 1, measured stronger: docs/neighbour_variants.md) other than the original;
+   never a special token (the unknown token included) or an id beyond the tokenizer's vocabulary;
+   with a WordPiece tokenizer a candidate keeps the original's kind (a continuation piece "##..."
+   only where the original is one, a word start only where the original is one), so that the
+   words of the text stay the words they were.
 3. a swap (k, c) is scored p_k(c) / (1 - p_k(x_k)): the candidate's probability over the
    probability the model leaves off the original token x_k (their score; where p_k(x_k) is 1
    in floating point the denominator is 0.1, as in their code).
