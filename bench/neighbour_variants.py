@@ -20,7 +20,8 @@ the difference (`reference_pools.compare`). Variants:
   random content position masked and replaced by the replacement model's most probable other
   token of the same kind), the "shared masks alone" of the issue.
 
-    .venv/bin/python bench/neighbour_variants.py --run results/default --out docs/neighbour_variants.md
+    .venv/bin/python bench/neighbour_variants.py --run results/default --out docs/neighbour_variants.md \\
+        --baseline-name 'configured (candidates=5)'
 
 About 30 CPU-minutes on the default world (each variant's texts and their scoring; the PLL
 energy the most); `--variant NAME` (repeatable) runs some of them.
@@ -108,9 +109,6 @@ def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[st
     manifest = pd.read_parquet(run / "samples" / "clinical.parquet")
     audited = manifest[manifest["role"].isin(NEIGHBOUR_ROLES)]
     target = study.experiments[EXPERIMENTS[0]].target
-    model, tokenizer = load_mlm(run / "models" / target, "cpu", tokenizer=run / "models" / "tokenizer")
-    settings = ScoringSettings.from_config(config["scoring"], energy).score_arguments()
-    settings.pop("energy", None)
     if replacement is None:
         neighbours = pd.read_parquet(run / "samples" / "clinical~neighbours.parquet")
         neighbours = neighbours[neighbours["neighbour_of"].isin(audited["sample_id"])]
@@ -130,14 +128,17 @@ def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[st
         sample_scores = pd.read_parquet(run / "scores" / "clinical" / f"{target}.masked.parquet")
         neighbour_scores = pd.read_parquet(run / "scores" / "clinical~neighbours" / f"{target}.masked.parquet")
     else:
+        model, tokenizer = load_mlm(run / "models" / target, "cpu", tokenizer=run / "models" / "tokenizer")
+        settings = ScoringSettings.from_config(config["scoring"], energy).score_arguments()
         score = dict(energy=energy, num_threads=threads, **settings)
         sample_scores = score_samples(model, tokenizer, audited, **score)
         neighbour_scores = score_samples(model, tokenizer, neighbours[["sample_id", "text", "mask_id"]], **score)
+    universe = sample_universe(manifest[["role", "source", "group_id"]])
     out = {}
     for experiment in EXPERIMENTS:
         spec = study.experiments[experiment]
         table = build_attack_table(
-            manifest[manifest["role"].isin(NEIGHBOUR_ROLES)],
+            audited,
             {("target", energy): sample_scores, ("neighbours", energy): neighbour_scores},
             {"target": target, "neighbours": target},
             {"target": ["energy"], "neighbours": ["energy"]},
@@ -154,12 +155,14 @@ def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[st
             "thresholds": [],
             "protocols": ["corrected"],
         }
-        universe = sample_universe(manifest[["role", "source", "group_id"]])
         out[experiment] = attack_metrics(table, MetricSettings.from_params(metric), universe=universe)
     return out
 
 
-def render(results: dict[str, dict[str, pd.DataFrame]]) -> str:
+def render(results: dict[str, dict[str, pd.DataFrame]], baseline_name: str) -> str:
+    """Per metric a table, a row per variant (the first, `configured`, named `baseline_name`),
+    a column per experiment; then each variant's AUC minus the random-position generator's."""
+    shown = {"configured": baseline_name}
     out = []
     for metric, fpr in METRICS:
         label = "AUC" if metric == "auc" else f"TPR at {fpr:.0%} FPR (%)"
@@ -174,7 +177,7 @@ def render(results: dict[str, dict[str, pd.DataFrame]]) -> str:
                     d, lo, hi = (format(v, "+" + spec) for v in (r["difference"], r["low"], r["high"]))
                     text += f"; Δ {d} [{lo}, {hi}]"
                 cells.append(text)
-            body.append([name, *cells])
+            body.append([shown.get(name, name), *cells])
         out += [f"### {label}", "", markdown_table(["neighbours", *EXPERIMENTS], body), ""]
     if SHARED_MASKS_ALONE in results:  # what Mattern et al.'s neighbours add over it, paired
         body = []
@@ -185,7 +188,7 @@ def render(results: dict[str, dict[str, pd.DataFrame]]) -> str:
             for experiment in EXPERIMENTS:
                 r = compare(metrics[experiment], results[SHARED_MASKS_ALONE][experiment], "neighbourhood", "auc", None)
                 cells.append(f"{r['difference']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]")
-            body.append([name, *cells])
+            body.append([shown.get(name, name), *cells])
         out += [
             f"### AUC: each minus `{SHARED_MASKS_ALONE}`",
             "",
@@ -201,6 +204,7 @@ def main(argv=None) -> None:
     parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--variant", action="append", choices=list(VARIANTS), help="default: all")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--baseline-name", default="configured", help="the first row's label (the run's own setting)")
     parser.add_argument("--save", type=Path, help="a folder for each variant's metrics (Parquet)")
     parser.add_argument("--load", type=Path, help="render from a --save folder instead of computing")
     parser.add_argument("--out", type=Path, help="Markdown file (default: print)")
@@ -218,7 +222,7 @@ def main(argv=None) -> None:
         if args.save:
             args.save.mkdir(parents=True, exist_ok=True)
             pd.concat([m.assign(experiment=e) for e, m in results[name].items()]).to_parquet(path)
-    text = render(results)
+    text = render(results, args.baseline_name)
     if args.out:
         args.out.write_text(text + "\n")
     else:

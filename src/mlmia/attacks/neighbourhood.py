@@ -43,7 +43,7 @@ class Neighbourhood(Attack):
         energy = table["target_energy"].to_numpy(dtype=float)
         out = np.full(len(table), np.nan)
         ids = row_ids(table)
-        scored = table["role"].isin(NEIGHBOUR_ROLES).to_numpy() if "role" in table else np.ones(len(table), bool)
+        scored = table["role"].isin(self.scored_roles).to_numpy() if "role" in table else np.ones(len(table), bool)
         for i, values in enumerate(table["neighbours_energy"].tolist()):
             if not scored[i]:
                 continue
