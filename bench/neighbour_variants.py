@@ -51,13 +51,16 @@ from mlmia.study.study import Study
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ("zoo_long_mimic", "zoo_long_i2b2", "zoo_short_mimic", "zoo_short_i2b2")
 METRICS = (("auc", None), ("tpr_at_fpr", 0.01))
-#: variant name: (replacement model, or None for the run's texts; candidates, or "random"; energy)
+#: variant name: (replacement model, or None for the run's texts; candidates, or "random"; energy;
+#: neighbours per sample, or None for the config's count)
 VARIANTS = {
-    "configured": (None, None, "masked"),
-    "pll_word_l2r": (None, None, "pll_word_l2r"),
-    "candidates=1": ("ref_general", 1, "masked"),
-    "candidates=1, ref_domain": ("ref_domain", 1, "masked"),
-    "random position": ("ref_general", "random", "masked"),
+    "configured": (None, None, "masked", None),
+    "pll_word_l2r": (None, None, "pll_word_l2r", None),
+    "candidates=1": ("ref_general", 1, "masked", None),
+    "candidates=1, ref_domain": ("ref_domain", 1, "masked", None),
+    "candidates=1, 50 neighbours": ("ref_general", 1, "masked", 50),
+    "candidates=1, ref_domain, 50 neighbours": ("ref_domain", 1, "masked", 50),
+    "random position": ("ref_general", "random", "masked", None),
 }
 RANDOM_COUNT = 10
 #: the generator before issue 23, scored under its sample's masks: "shared masks alone"
@@ -104,7 +107,7 @@ def random_position_neighbours(model, tokenizer, samples: pd.DataFrame, n: int, 
 
 def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[str, pd.DataFrame]:
     """The neighbourhood attack's metrics of each experiment under variant `name`."""
-    replacement, candidates, energy = VARIANTS[name]
+    replacement, candidates, energy, count = VARIANTS[name]
     config = study.config
     manifest = pd.read_parquet(run / "samples" / "clinical.parquet")
     audited = manifest[manifest["role"].isin(NEIGHBOUR_ROLES)]
@@ -120,7 +123,8 @@ def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[st
             if candidates == "random":
                 neighbours = random_position_neighbours(swapper, swap_tokenizer, audited, RANDOM_COUNT, seed)
             else:
-                count, dropout = int(config["neighbours"]["count"]), float(config["neighbours"]["dropout"])
+                count = int(count or config["neighbours"]["count"])
+                dropout = float(config["neighbours"]["dropout"])
                 neighbours = made.neighbour_samples(
                     swapper, swap_tokenizer, audited, n=count, seed=seed, candidates=candidates, dropout=dropout
                 )
@@ -205,7 +209,9 @@ def main(argv=None) -> None:
     parser.add_argument("--variant", action="append", choices=list(VARIANTS), help="default: all")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--baseline-name", default="configured", help="the first row's label (the run's own setting)")
-    parser.add_argument("--save", type=Path, help="a folder for each variant's metrics (Parquet)")
+    parser.add_argument(
+        "--save", type=Path, help="a folder for each variant's metrics (Parquet); variants already there are read"
+    )
     parser.add_argument("--load", type=Path, help="render from a --save folder instead of computing")
     parser.add_argument("--out", type=Path, help="Markdown file (default: print)")
     args = parser.parse_args(argv)
@@ -214,7 +220,7 @@ def main(argv=None) -> None:
     results = {}
     for name in names:
         path = (args.load or args.save or Path()) / f"{name}.parquet"
-        if args.load:
+        if args.load or (args.save and path.exists()):
             frame = pd.read_parquet(path)
             results[name] = {e: frame[frame["experiment"] == e] for e in EXPERIMENTS}
             continue

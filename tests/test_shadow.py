@@ -320,6 +320,16 @@ def test_group_bootstrap_draws_what_the_patient_resampler_draws():
 # --------------------------------------------------------------------------- groups
 
 
+def test_sentence_precisions_by_hand():
+    # "the cat sat on a mat" against "the cat sat on the mat": unigrams 5 of 6 match, bigrams 3 of 5
+    # ("the cat", "cat sat", "sat on"), trigrams 2 of 4, 4-grams 1 of 3
+    stats = bleu_statistics("the cat sat on a mat", "the cat sat on the mat")
+    assert [stats[f"precision_{n}"] for n in range(1, 5)] == pytest.approx([500 / 6, 60.0, 50.0, 100 / 3])
+    # nothing matches at order 2 and above: exp smoothing gives 100 / (2^k total_n), k = 1, 2, ...
+    stats = bleu_statistics("alpha two beta four", "one two three four")
+    assert [stats[f"precision_{n}"] for n in range(1, 5)] == pytest.approx([50.0, 100 / 2 / 3, 100 / 4 / 2, 100 / 8])
+
+
 def test_group_features_by_hand():
     pairs = [
         ("the cat sat on the mat", "the cat sat on the mat"),  # BLEU 100

@@ -55,7 +55,13 @@ NGRAM_ORDER = 4
 STAT_COLUMNS = (
     ["hyp_len", "ref_len"] + [f"match_{n}" for n in range(1, 5)] + [f"total_{n}" for n in range(1, 5)]
 )  # fmt: skip
-FEATURE_COLUMNS = ["sample_id", "n_tokens", "n_masked", "n_correct", "top1_accuracy", "energy", "bleu", *STAT_COLUMNS]
+#: the sentence's modified n-gram precisions (%, sacrebleu's `precisions`: exp-smoothed where nothing
+#: matched), the paper's features beside BLEU (Section 4)
+PRECISION_COLUMNS = [f"precision_{n}" for n in range(1, NGRAM_ORDER + 1)]
+FEATURE_COLUMNS = [
+    "sample_id", "n_tokens", "n_masked", "n_correct", "top1_accuracy", "energy", "bleu", *PRECISION_COLUMNS,
+    *STAT_COLUMNS,
+]  # fmt: skip
 
 
 def mask_positions(seed: int, sample_id: str, n_tokens: int, mask_fraction: float = MASK_FRACTION) -> np.ndarray:
@@ -79,9 +85,10 @@ def mask_positions(seed: int, sample_id: str, n_tokens: int, mask_fraction: floa
 
 
 def bleu_statistics(hypothesis: str, reference: str) -> dict:
-    """Sentence BLEU of one (hypothesis, reference) pair and its sufficient statistics:
-    `sacrebleu.sentence_bleu(hypothesis, [reference])`, its score clamped to [0, 100] (a
-    perfect match can come out as 100.00000000000004 by rounding)."""
+    """Sentence BLEU of one (hypothesis, reference) pair, its n-gram precisions and its sufficient
+    statistics: `sacrebleu.sentence_bleu(hypothesis, [reference])`, its score clamped to [0, 100]
+    (a perfect match can come out as 100.00000000000004 by rounding), `precision_n` its
+    `precisions[n - 1]`."""
     score = sacrebleu.sentence_bleu(hypothesis, [reference])
     out = {
         "bleu": min(100.0, max(0.0, float(score.score))),
@@ -91,6 +98,7 @@ def bleu_statistics(hypothesis: str, reference: str) -> dict:
     for n in range(NGRAM_ORDER):
         out[f"match_{n + 1}"] = int(score.counts[n])
         out[f"total_{n + 1}"] = int(score.totals[n])
+        out[f"precision_{n + 1}"] = float(score.precisions[n])
     return out
 
 
