@@ -313,11 +313,11 @@ def test_min_k_plus_plus_is_mimirs_min_k_plus_plus(reference_case, k):
 
 def test_the_scorers_token_evidence_is_min_k_plus_plus_mu_and_sigma(reference_case):
     # the scorer's fp32 evidence (mlmia.scoring.energy) on the same distributions: MIMIR's mu and sigma^2
-    from mlmia.scoring.energy import _evidence
+    from mlmia.scoring.fast_path import token_evidence
 
     cases, t = reference_case
     for c, mean, var in zip(cases, t["target_token_mean"], t["target_token_var"]):
-        logp, mu, variance, _ = _evidence(torch.tensor(c["target"], dtype=torch.float32), torch.tensor(c["true"]))
+        logp, mu, variance, _ = token_evidence(torch.tensor(c["target"], dtype=torch.float32), torch.tensor(c["true"]))
         np.testing.assert_allclose(mu.numpy(), mean, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(variance.numpy(), var, rtol=1e-4, atol=1e-4)
 

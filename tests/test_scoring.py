@@ -19,7 +19,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.models.loading import load_mlm, mlm_parts
 from mlmia.scoring import energy as scoring
-from mlmia.scoring import schedules
+from mlmia.scoring import fast_path, schedules
 from mlmia.scoring.energy import score_samples as score_samples_strict
 from mlmia.scoring.energy import score_samples_oracle as score_samples_oracle_strict
 from mlmia.scoring.layout import SCORE_COLUMNS
@@ -303,13 +303,13 @@ def test_stats_are_returned_and_logged_without_texts(bert, samples):
     logged = " ".join(r.getMessage() for r in records)
     assert not any(t[:15] in logged for t in samples["text"])
     _, cpu_default = score_samples(model, tok, samples.head(3), k=2, return_stats=True)
-    assert cpu_default.batch_policy == f"token budget {scoring.DEFAULT_TOKEN_BUDGET['cpu']}"
+    assert cpu_default.batch_policy == f"token budget {fast_path.DEFAULT_TOKEN_BUDGET['cpu']}"
 
 
 def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
     model, tok = bert
     ref = score_samples(model, tok, samples, k=5, seed=2, batch_size=16)
-    real = scoring._score_batch
+    real = fast_path._score_batch
     seen = []
 
     def small_memory(inp, a, b):
@@ -318,7 +318,7 @@ def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(inp, a, b)
 
-    monkeypatch.setattr(scoring, "_score_batch", small_memory)
+    monkeypatch.setattr(fast_path, "_score_batch", small_memory)
     out, stats = score_samples(model, tok, samples, k=5, seed=2, batch_size=16, return_stats=True)
     _assert_same(out, ref)
     assert seen[:3] == [16, 8, 4] and max(seen[3:]) <= 3  # halved until it fits, the smaller cap kept
@@ -327,7 +327,7 @@ def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
     def no_memory(inp, a, b):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(scoring, "_score_batch", no_memory)
+    monkeypatch.setattr(fast_path, "_score_batch", no_memory)
     with pytest.raises(UserError, match=r"out of memory on cpu with a single sequence of \d+ tokens"):
         score_samples(model, tok, samples.head(2), k=2, batch_size=4)
 
@@ -336,23 +336,25 @@ def test_cuda_batches_from_free_memory(monkeypatch, bert):
     """The rule `score_samples` uses on CUDA without a batch size, checked on CPU with a fake reading."""
     model, _ = bert
     free = 3_000_000
-    monkeypatch.setattr(scoring, "_free_memory", lambda dev: free)
-    monkeypatch.setattr(scoring, "_compute_dtype", lambda dev, precision="auto": torch.bfloat16)
+    monkeypatch.setattr(fast_path, "_free_memory", lambda dev: free)
+    monkeypatch.setattr(fast_path, "compute_dtype", lambda dev, precision="auto": torch.bfloat16)
     copy_len = np.repeat([5, 12, 30, 40], [50, 300, 200, 100])
     copy_l = np.array([max(1, -(-3 * (n - 2) // 20)) for n in copy_len])
-    rows_for, policy = scoring._batch_rule(model, torch.device("cuda"), None, None, copy_len, copy_l, False)
+    rows_for, policy = fast_path.batch_rule(model, torch.device("cuda"), None, None, copy_len, copy_l, False)
     assert policy.startswith("free memory")
     for i in (0, 60, 400, 599):
         want = scoring.batch_size_for_memory(free, model.config, int(copy_len[i]), 2, masked_per_seq=int(copy_l[i]))
         assert rows_for(i) == want
     assert rows_for(0) > rows_for(599) >= 1
-    batches = scoring._batches(len(copy_len), rows_for)
+    batches = fast_path.cut_batches(len(copy_len), rows_for)
     assert batches[0][0] == 0 and batches[-1][1] == len(copy_len)
     assert all(b - a <= rows_for(b - 1) for a, b in batches)
     assert all(a2 == b1 for (_, b1), (a2, _) in zip(batches, batches[1:]))
     # an explicit token budget or batch size wins over the memory reading
-    assert scoring._batch_rule(model, torch.device("cuda"), None, 100, copy_len, copy_l, False)[1] == "token budget 100"
-    assert scoring._batch_rule(model, torch.device("cuda"), 7, None, copy_len, copy_l, False)[1] == "batch size 7"
+    assert (
+        fast_path.batch_rule(model, torch.device("cuda"), None, 100, copy_len, copy_l, False)[1] == "token budget 100"
+    )
+    assert fast_path.batch_rule(model, torch.device("cuda"), 7, None, copy_len, copy_l, False)[1] == "batch size 7"
 
 
 # --------------------------------------------------------------------------- hand computations
@@ -468,7 +470,7 @@ class _ListHandler(logging.Handler):
 def scoring_log():
     """The records the scorer logs at INFO and above inside the block."""
     handler = _ListHandler()
-    logger = logging.getLogger("mlmia.scoring.energy")
+    logger = logging.getLogger("mlmia.scoring")  # the scorer logs from its modules (energy, prepared, fast_path)
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
