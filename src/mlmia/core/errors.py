@@ -23,3 +23,10 @@ def shown_id(value, column: str = "sample_id", quoted: bool = True) -> str:
     if looks_like_id(value):
         return repr(value) if quoted else str(value)
     return f"(a {column} value that is not id-like: not shown)"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none), for a
+    one-line error that names what a library said."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

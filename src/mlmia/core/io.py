@@ -18,14 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlmia.core.errors import UserError, shown_id
+from mlmia.core.errors import UserError, first_line, shown_id
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".jsonl")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def read_jsonl(path: str | os.PathLike) -> pd.DataFrame:
@@ -71,7 +66,7 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise UserError(f"{path}: cannot read table: {_first_line(exc)}") from None
+        raise UserError(f"{path}: cannot read table: {first_line(exc)}") from None
     raise UserError(f"{path}: unknown table format {suffix!r} (use one of {', '.join(TABLE_SUFFIXES)})")
 
 

@@ -10,9 +10,11 @@ from urllib.parse import urlparse
 
 import torch
 
-from mlmia.core.errors import UserError
+from mlmia.core.errors import UserError, first_line
 from mlmia.core.logs import get_logger
 from mlmia.models.hub import looks_like_path as _looks_like_path
+from mlmia.models.hub import quiet_transformers
+from mlmia.models.legacy_bert import LEGACY_CONFIG, LEGACY_VOCAB, load_legacy_bert, wordpiece_tokenizer
 
 log = get_logger(__name__)
 
@@ -75,28 +77,6 @@ def _in_hub_cache(name: str, filenames: tuple[str, ...] = ("config.json",)) -> b
         return False
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-@contextlib.contextmanager
-def quiet_transformers():
-    """Silence transformers' warnings and progress bars inside the block (our errors say what matters)."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 def _fetch(what: str, name: str, is_local: bool, load, cache_files: tuple[str, ...]):
     """`load(local_files_only)`: locally first, then the hub only when it can answer.
 
@@ -109,7 +89,7 @@ def _fetch(what: str, name: str, is_local: bool, load, cache_files: tuple[str, .
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; all mean "cannot load"
         if is_local or _in_hub_cache(name, cache_files):
             detail = "cannot load as a masked language model" if what == "model" else "cannot load the tokenizer"
-            raise UserError(f"{what} {name}: {detail}: {_first_line(exc)}") from exc
+            raise UserError(f"{what} {name}: {detail}: {first_line(exc)}") from exc
         if _offline():
             raise UserError(
                 f"{what} {name}: not a local directory and not in the Hugging Face cache (offline mode)"
@@ -123,7 +103,7 @@ def _fetch(what: str, name: str, is_local: bool, load, cache_files: tuple[str, .
         except UserError:
             raise
         except Exception as exc2:  # noqa: BLE001
-            raise UserError(f"{what} {name}: cannot load from the hub: {_first_line(exc2)}") from exc2
+            raise UserError(f"{what} {name}: cannot load from the hub: {first_line(exc2)}") from exc2
 
 
 def load_mlm(
@@ -179,7 +159,7 @@ def load_mlm(
     if not own_tokenizer:  # before the (large) model: a wrong tokenizer fails fast
         tok, tok_name = load_tokenizer(tokenizer, do_lower_case=do_lower_case), os.fspath(tokenizer)
     if legacy:
-        model, own = _load_legacy_bert(path, name, with_tokenizer=own_tokenizer, do_lower_case=do_lower_case)
+        model, own = load_legacy_bert(path, name, with_tokenizer=own_tokenizer, do_lower_case=do_lower_case)
         if own_tokenizer:
             tok, tok_name = own, str(path / LEGACY_VOCAB)
     else:
@@ -271,11 +251,11 @@ def load_tokenizer(spec: str | os.PathLike, *, do_lower_case: bool | None = None
     name = os.fspath(spec)
     path = Path(name).expanduser()
     if path.is_file():
-        return _wordpiece_tokenizer(path, name, do_lower_case, None)
+        return wordpiece_tokenizer(path, name, do_lower_case, None)
     if path.is_dir():
         saved = (path / "tokenizer.json").is_file() or _names_tokenizer_class(path / "tokenizer_config.json")
         if not saved and (path / LEGACY_VOCAB).is_file():
-            return _wordpiece_tokenizer(path / LEGACY_VOCAB, name, do_lower_case, None)
+            return wordpiece_tokenizer(path / LEGACY_VOCAB, name, do_lower_case, None)
         if not saved:
             raise UserError(
                 f"tokenizer {name}: no tokenizer.json, tokenizer_config.json or {LEGACY_VOCAB} in this directory"
@@ -301,192 +281,6 @@ def _names_tokenizer_class(settings: Path) -> bool:
         return "tokenizer_class" in json.loads(settings.read_text())
     except (OSError, UnicodeDecodeError, ValueError, TypeError):
         return settings.is_file()  # unreadable: let AutoTokenizer say what is wrong
-
-
-# --------------------------------------------------------------------------- old BERT checkpoints
-
-LEGACY_CONFIG = "bert_config.json"
-LEGACY_WEIGHTS = "pytorch_model.bin"
-LEGACY_VOCAB = "vocab.txt"
-# bert_config.json keys without which no BertConfig can be built (the others have BERT's defaults).
-_LEGACY_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-_LEGACY_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# Weights of an old checkpoint that BertForMaskedLM has no use for: NSP head, pooler, buffers.
-_LEGACY_IGNORED = (
-    "cls.seq_relationship.",
-    "bert.pooler.",
-    "bert.embeddings.position_ids",
-    "bert.embeddings.token_type_ids",
-)
-
-
-def _read_legacy_config(path: Path):
-    import json
-
-    from transformers import BertConfig
-
-    cfg_path = path / LEGACY_CONFIG
-    try:
-        raw = json.loads(cfg_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{cfg_path}: not a readable JSON file: {_first_line(exc)}") from exc
-    if not isinstance(raw, dict):
-        raise UserError(f"{cfg_path}: expected a JSON object of BERT settings")
-    for key in _LEGACY_REQUIRED:
-        if key not in raw:
-            raise UserError(f"{cfg_path}: missing key {key!r}")
-        if not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < 1:
-            raise UserError(f"{cfg_path}: {key!r} must be a positive integer, got {raw[key]!r}")
-    if raw["hidden_size"] % raw["num_attention_heads"]:
-        raise UserError(
-            f"{cfg_path}: hidden_size {raw['hidden_size']} is not a multiple of num_attention_heads {raw['num_attention_heads']}"
-        )
-    try:
-        return BertConfig(**raw)
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{cfg_path}: not a valid BERT configuration: {_first_line(exc)}") from exc
-
-
-def _read_legacy_weights(path: Path) -> dict:
-    weights = path / LEGACY_WEIGHTS
-    if not weights.is_file():
-        raise UserError(f"model {path}: {LEGACY_CONFIG} but no {LEGACY_WEIGHTS} in this directory")
-    try:
-        sd = torch.load(weights, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - corrupt, truncated or not a weights file
-        raise UserError(f"{weights}: cannot read the weights: {_first_line(exc)}") from exc
-    if isinstance(sd, dict) and isinstance(sd.get("state_dict"), dict):
-        sd = sd["state_dict"]
-    if (
-        not isinstance(sd, dict)
-        or not sd
-        or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in sd.items())
-    ):
-        raise UserError(f"{weights}: not a state dict (a mapping of parameter names to tensors)")
-    return sd
-
-
-def modernize_state_dict(state_dict: dict) -> tuple[dict, int]:
-    """(renamed state dict, number of LayerNorm gamma/beta renamed) for BertForMaskedLM.
-
-    `...LayerNorm.gamma`/`.beta` -> `.weight`/`.bias`; encoder keys without the `bert.`
-    prefix get it; a DataParallel `module.` prefix is dropped; the NSP head, the pooler
-    and position/type id buffers are dropped.
-    """
-    out, renamed = {}, 0
-    for key, value in state_dict.items():
-        k = key[len("module.") :] if key.startswith("module.") else key
-        if k.startswith(("embeddings.", "encoder.", "pooler.")):
-            k = "bert." + k
-        head, _, last = k.rpartition(".")
-        if last in ("gamma", "beta"):
-            k = f"{head}.{'weight' if last == 'gamma' else 'bias'}"
-            renamed += 1
-        if k.startswith(_LEGACY_IGNORED):
-            continue
-        out[k] = value
-    return out, renamed
-
-
-def _wordpiece_tokenizer(vocab_file: Path, name: str, do_lower_case: bool | None, max_length: int | None):
-    """BertTokenizerFast from a bare vocab.txt (one token per line, id = line number)."""
-    import json
-
-    from transformers import BertTokenizerFast
-
-    try:
-        lines = vocab_file.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{vocab_file}: cannot read the vocabulary: {_first_line(exc)}") from exc
-    if lines and lines[-1] == "":
-        lines.pop()
-    vocab = {}
-    for i, token in enumerate(lines):
-        vocab[token] = i
-    missing = [t for t in _LEGACY_SPECIALS if t not in vocab]
-    if missing:
-        raise UserError(f"{vocab_file}: no {missing[0]} token (not a BERT WordPiece vocabulary)")
-    settings_path = vocab_file.parent / "tokenizer_config.json"
-    settings = {}
-    if settings_path.is_file():
-        try:
-            settings = json.loads(settings_path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"{settings_path}: not a readable JSON file: {_first_line(exc)}") from exc
-        settings = settings if isinstance(settings, dict) else {}
-    if do_lower_case is None:
-        do_lower_case = bool(settings.get("do_lower_case", True))
-    length = settings.get("model_max_length", settings.get("max_len", max_length))
-    kwargs = {"model_max_length": int(length)} if isinstance(length, int) and length > 0 else {}
-    return BertTokenizerFast(vocab=vocab, do_lower_case=bool(do_lower_case), name_or_path=name, **kwargs)
-
-
-def _load_legacy_bert(path: Path, name: str, *, with_tokenizer: bool, do_lower_case: bool | None):
-    """(BertForMaskedLM, tokenizer or None) from an old pytorch_pretrained_bert directory."""
-    from transformers import BertForMaskedLM
-
-    config = _read_legacy_config(path)
-    state, renamed = modernize_state_dict(_read_legacy_weights(path))
-    emb, dec = state.get("bert.embeddings.word_embeddings.weight"), state.get("cls.predictions.decoder.weight")
-    if emb is not None and dec is not None and (emb.shape != dec.shape or not torch.equal(emb, dec)):
-        config.tie_word_embeddings = False  # a checkpoint with its own output embeddings
-        if "cls.predictions.bias" in state:
-            state.setdefault("cls.predictions.decoder.bias", state["cls.predictions.bias"])
-    with quiet_transformers():
-        model = BertForMaskedLM(config)
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    expected = list(shapes)
-    # tied weights (decoder.weight = word embeddings, decoder.bias = bias): any name but the
-    # first of a shared parameter need not be in the checkpoint
-    first_name: dict[int, str] = {}
-    tied = set()
-    for pname, param in model.named_parameters(remove_duplicate=False):
-        if first_name.setdefault(id(param), pname) != pname:
-            tied.add(pname)
-    missing = [k for k in expected if k not in state and k not in tied]
-    if missing:
-        kind = "masked-LM head" if missing[0].startswith("cls.") else "encoder"
-        raise UserError(
-            f"model {name}: {path / LEGACY_WEIGHTS} lacks {len(missing)} {kind} weights needed for scoring, "
-            f"first {missing[0]} (named as in BertForMaskedLM)"
-        )
-    bad = [k for k in expected if k in state and tuple(state[k].shape) != shapes[k]]
-    if bad:
-        raise UserError(
-            f"model {name}: {bad[0]} has shape {tuple(state[bad[0]].shape)} in {LEGACY_WEIGHTS} "
-            f"but {shapes[bad[0]]} per {LEGACY_CONFIG}"
-        )
-    unexpected = sorted(k for k in state if k not in shapes)
-    stray = [k for k in unexpected if k.startswith(("bert.embeddings.", "bert.encoder.", "cls.predictions."))]
-    if stray:  # e.g. more layers in the weights than in the config: the model would not be the trained one
-        raise UserError(
-            f"model {name}: {len(stray)} weights of {LEGACY_WEIGHTS} have no place in the model {LEGACY_CONFIG} describes, "
-            f"first {stray[0]}; check num_hidden_layers and the other sizes"
-        )
-    model.load_state_dict({k: v for k, v in state.items() if k not in unexpected}, strict=False)
-    if unexpected:
-        log.warning(
-            "model %s: %d weights of the checkpoint are not used by BertForMaskedLM, e.g. %s",
-            name,
-            len(unexpected),
-            unexpected[0],
-        )
-    model.config._name_or_path = str(path)
-    tok = None
-    if with_tokenizer:
-        if not (path / LEGACY_VOCAB).is_file():
-            raise UserError(
-                f"model {name}: old-layout checkpoint without {LEGACY_VOCAB}; name its tokenizer (e.g. bert-base-uncased)"
-            )
-        tok = _wordpiece_tokenizer(path / LEGACY_VOCAB, str(path), do_lower_case, config.max_position_embeddings)
-    log.info(
-        "model %s: old pytorch_pretrained_bert checkpoint converted on load (%s, %d LayerNorm gamma/beta renamed); "
-        "mlmia.models.loading.convert_checkpoint saves it in the current layout once",
-        name,
-        LEGACY_CONFIG,
-        renamed,
-    )
-    return model, tok
 
 
 def convert_checkpoint(

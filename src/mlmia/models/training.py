@@ -31,7 +31,8 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
+from mlmia.models.hub import quiet_transformers
+from mlmia.models.loading import load_tokenizer, resolve_device
 from mlmia.models.objectives import DEFAULT_OBJECTIVE, MaskedBatch, Objective, make_objective, objective_names
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
