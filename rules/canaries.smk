@@ -2,7 +2,7 @@
 # world: `snakemake canaries`. Secrets in a clinical template, inserted 0-64 times into the
 # target's training text; their exposure per checkpoint, and the canaries' sentences as a
 # membership test (mlmia.memorization.canaries; settings: config key canaries).
-from mlmia.memorization.canaries import membership_settings
+from mlmia.memorization.canary_membership import membership_settings
 from mlmia.study.study import ONE_RUN_CORPUS
 
 CANARIES = config["canaries"]

@@ -22,14 +22,16 @@ from mlmia.memorization.canaries import (
     exposure_markdown,
     exposure_summary,
     insertion_texts,
-    membership_markdown,
-    membership_metrics,
-    membership_settings,
-    membership_table,
     plot_exposure,
     secret_log_probs,
     secret_positions,
     training_settings,
+)
+from mlmia.memorization.canary_membership import (
+    membership_markdown,
+    membership_metrics,
+    membership_settings,
+    membership_table,
 )
 from mlmia.metrics.protocols import MetricSettings
 from mlmia.models.loading import load_mlm

@@ -2,7 +2,7 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet, write_text
 from mlmia.core.runner import run_step
-from mlmia.memorization.canaries import membership_markdown, membership_metrics, membership_table
+from mlmia.memorization.canary_membership import membership_markdown, membership_metrics, membership_table
 from mlmia.metrics.protocols import MetricSettings
 
 
