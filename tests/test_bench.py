@@ -1,11 +1,7 @@
-"""The benchmark harness's bookkeeping (bench/run_benchmarks.py): no timing is asserted here."""
+"""The benchmark harness's bookkeeping (bench/run_benchmarks.py and its harness_* modules): no timing is asserted here."""
 
-import sys
-
-from workflow_helpers import REPO
-
-sys.path.insert(0, str(REPO / "bench"))
-import run_benchmarks  # noqa: E402
+import harness_report
+import harness_stages
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -17,12 +13,12 @@ def test_stage_table_sums_each_rule_from_the_benchmark_files(tmp_path):
         path = tmp_path / "benchmarks" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(HEADER + f"{wall}\t0:00:00\t{rss}\t0\t0\t0\t0\t0\t0\t{cpu}\n")
-    table = run_benchmarks.stage_table(tmp_path).set_index("stage")
+    table = harness_stages.stage_table(tmp_path).set_index("stage")
     assert table.loc["train"].tolist() == [2, 300.0, 270.0, 900.0]
     assert table.loc["score"].tolist() == [1, 10.0, 8.0, 500.0]
     assert table.loc["build_corpora"].tolist() == [1, 5.0, 4.0, 300.0]
     assert list(table.index) == ["train", "score", "build_corpora"]  # by CPU time, largest first
-    assert run_benchmarks.stage_table(tmp_path / "none").empty
+    assert harness_stages.stage_table(tmp_path / "none").empty
 
 
 def test_targets_compare_each_figure_with_issue_14s_bar():
@@ -32,7 +28,7 @@ def test_targets_compare_each_figure_with_issue_14s_bar():
         "memory": [{"peak_rss_mib": 800.0}, {"peak_rss_mib": 1001.0}],
         "default_run": {"run": {"wall_s": 600.0}, "table2_alpha_rerun": {"wall_s": 20.0}},
     }
-    met = [ok for _, _, ok in run_benchmarks.targets(result)]
+    met = [ok for _, _, ok in harness_report.targets(result)]
     # 19.9x < 20x; bf16 reaches 50%; 0.4 s <= 1 s; 1001 > 1.25 x 800; 600 s <= 600 s; 20 s is not < 20 s
     assert met == [False, True, True, False, True, False]
 
@@ -47,7 +43,7 @@ def test_table_change_counts_cells_that_print_differently():
     after.loc[0, "value"] = 0.6299  # 0.630 either way (printed to 3 decimals)
     after.loc[1, "value"] = 61.26  # 61.2 -> 61.3 (percentages to 1 decimal)
     after.loc[2, "ci_low"] = 0.7  # the interval moves, the value does not
-    change = run_benchmarks.table_change(before, after)
+    change = harness_stages.table_change(before, after)
     assert change["cells"] == 3 and change["printed_cells_moved"] == 2
     assert abs(change["max_abs_change_auc"] - 0.0003) < 1e-12 and abs(change["max_abs_change_percent"] - 0.02) < 1e-12
 
