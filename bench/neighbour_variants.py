@@ -13,9 +13,9 @@ the difference (`reference_pools.compare`). Variants:
 - `configured`: the run's neighbour texts and scores (what `table_zoo_full` reports);
 - `pll_word_l2r`: the same neighbour texts, sample and neighbours scored with the PLL-word-l2r
   energy (every token masked once) instead of the masked energy (K random patterns);
-- `candidates=1`: Mattern et al.'s best-scored swaps with one candidate per position (the 25
-  neighbours then swap 25 different positions); `candidates=1, <model>`: the same with another
-  replacement model;
+- `candidates=5`, `candidates=1`: Mattern et al.'s best-scored swaps with 5 candidates per position
+  (their code) or one (the 25 neighbours then swap 25 different positions); `candidates=1, <model>`:
+  the same with another replacement model; `..., 50 neighbours`: 50 instead of the config's count;
 - `random position`: the generator the workflow had before issue 23 (10 neighbours, each a
   random content position masked and replaced by the replacement model's most probable other
   token of the same kind), the "shared masks alone" of the issue.
@@ -24,7 +24,12 @@ the difference (`reference_pools.compare`). Variants:
         --baseline-name 'configured (candidates=5)'
 
 About 30 CPU-minutes on the default world (each variant's texts and their scoring; the PLL
-energy the most); `--variant NAME` (repeatable) runs some of them.
+energy the most); `--variant NAME` (repeatable) runs some of them; `--save DIR` keeps each
+variant's metrics and reads those already there, `--load DIR` renders them.
+
+Chosen without the audited model's labels: `--as-target pool_ref_0` lets a pool reference play the
+target, its own training split the membership (`as_reference_target`), as RMIA's `a` is tuned; the
+variants are then compared on a model whose membership the attacker knows.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ METRICS = (("auc", None), ("tpr_at_fpr", 0.01))
 VARIANTS = {
     "configured": (None, None, "masked", None),
     "pll_word_l2r": (None, None, "pll_word_l2r", None),
+    "candidates=5": ("ref_general", 5, "masked", None),
     "candidates=1": ("ref_general", 1, "masked", None),
     "candidates=1, ref_domain": ("ref_domain", 1, "masked", None),
     "candidates=1, 50 neighbours": ("ref_general", 1, "masked", 50),
@@ -105,13 +111,37 @@ def random_position_neighbours(model, tokenizer, samples: pd.DataFrame, n: int, 
     return pd.DataFrame(rows)
 
 
-def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[str, pd.DataFrame]:
-    """The neighbourhood attack's metrics of each experiment under variant `name`."""
+def as_reference_target(manifest: pd.DataFrame, splits: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """The sample table relabelled so that `reference` plays the target, its own training split the
+    membership (RMIA's tuning of `a`, Zarifzadeh et al. 2024, done for the neighbours' settings):
+    a MIMIC sample of the audited pool (members and non-members) that the reference trained on is a
+    member, one it did not is a non-member, as is every non-member of another source it did not
+    train on; the rest (its other i2b2 training samples, the held-in members) leaves the table, the
+    population stays. No label of the audited model is read."""
+    trained = splits.loc[splits["reference"] == reference].set_index("sample_id")["in"].astype(bool)
+    if trained.empty:
+        raise SystemExit(f"the splits table has no reference {reference!r}")
+    pool = manifest["role"].isin(["member", "nonmember"])
+    inside = manifest["sample_id"].map(trained).fillna(False).astype(bool)
+    mimic = manifest["source"] == "mimic"
+    role = manifest["role"].where(~pool, np.where(inside, "member", "nonmember"))
+    keep = (manifest["role"] == "population") | (pool & (~inside | mimic))
+    return manifest.assign(role=role)[keep].reset_index(drop=True)
+
+
+def variant_metrics(
+    run: Path, study: Study, name: str, threads: int, target: str | None = None
+) -> dict[str, pd.DataFrame]:
+    """The neighbourhood attack's metrics of each experiment under variant `name`; `target` a pool
+    reference that plays the target (`as_reference_target`), or None for the experiments' own."""
     replacement, candidates, energy, count = VARIANTS[name]
     config = study.config
     manifest = pd.read_parquet(run / "samples" / "clinical.parquet")
+    scored = target is None  # the run scored the experiments' own target only
+    if target is not None:
+        manifest = as_reference_target(manifest, pd.read_parquet(run / "references" / "splits.parquet"), target)
+    target = target or study.experiments[EXPERIMENTS[0]].target
     audited = manifest[manifest["role"].isin(NEIGHBOUR_ROLES)]
-    target = study.experiments[EXPERIMENTS[0]].target
     if replacement is None:
         neighbours = pd.read_parquet(run / "samples" / "clinical~neighbours.parquet")
         neighbours = neighbours[neighbours["neighbour_of"].isin(audited["sample_id"])]
@@ -128,7 +158,7 @@ def variant_metrics(run: Path, study: Study, name: str, threads: int) -> dict[st
                 neighbours = made.neighbour_samples(
                     swapper, swap_tokenizer, audited, n=count, seed=seed, candidates=candidates, dropout=dropout
                 )
-    if replacement is None and energy == "masked":
+    if replacement is None and energy == "masked" and scored:
         sample_scores = pd.read_parquet(run / "scores" / "clinical" / f"{target}.masked.parquet")
         neighbour_scores = pd.read_parquet(run / "scores" / "clinical~neighbours" / f"{target}.masked.parquet")
     else:
@@ -208,6 +238,12 @@ def main(argv=None) -> None:
     parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--variant", action="append", choices=list(VARIANTS), help="default: all")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--as-target",
+        metavar="REFERENCE",
+        help="a pool reference (e.g. pool_ref_0) plays the target, its own training split the membership: "
+        "the variants compared without the audited model's labels",
+    )
     parser.add_argument("--baseline-name", default="configured", help="the first row's label (the run's own setting)")
     parser.add_argument(
         "--save", type=Path, help="a folder for each variant's metrics (Parquet); variants already there are read"
@@ -224,7 +260,7 @@ def main(argv=None) -> None:
             frame = pd.read_parquet(path)
             results[name] = {e: frame[frame["experiment"] == e] for e in EXPERIMENTS}
             continue
-        results[name] = variant_metrics(args.run, study, name, args.threads)
+        results[name] = variant_metrics(args.run, study, name, args.threads, args.as_target)
         if args.save:
             args.save.mkdir(parents=True, exist_ok=True)
             pd.concat([m.assign(experiment=e) for e, m in results[name].items()]).to_parquet(path)

@@ -60,3 +60,24 @@ def test_attention_kernels_give_the_same_energies(tmp_path):
     rows = json.loads(out.read_text())
     assert [row["energy"] for row in rows] == ["masked", "normalized"]
     assert all(row["default_kernel"] == "sdpa" and row["max_abs_energy_diff"] < 1e-5 for row in rows)
+
+
+def test_a_pool_reference_plays_the_target_with_its_own_split_as_membership():
+    import neighbour_variants
+    import pandas as pd
+
+    manifest = pd.DataFrame({
+        "sample_id": ["m1", "m2", "n1", "n2", "i1", "i2", "h1", "p1"],
+        "role": ["member", "member", "nonmember", "nonmember", "nonmember", "nonmember", "member_heldin", "population"],
+        "source": ["mimic", "mimic", "mimic", "mimic", "i2b2", "i2b2", "mimic", "i2b2"],
+    })  # fmt: skip
+    splits = pd.DataFrame({
+        "sample_id": ["m1", "m2", "n1", "n2", "i1", "i2", "h1", "p1"] * 2,
+        "reference": ["r0"] * 8 + ["r1"] * 8,
+        "in": [True, False, True, False, True, False, False, False] + [False] * 8,
+    })  # fmt: skip
+    out = neighbour_variants.as_reference_target(manifest, splits, "r0").set_index("sample_id")["role"]
+    # trained MIMIC samples are members whatever Base's role; untrained pool samples non-members; a
+    # trained i2b2 sample and Base's held-in members leave; the population stays
+    assert out.to_dict() == {"m1": "member", "m2": "nonmember", "n1": "member", "n2": "nonmember",
+                             "i2": "nonmember", "p1": "population"}  # fmt: skip
