@@ -24,7 +24,7 @@ from mlmia.metrics.classification import weighted_auc
 from mlmia.metrics.intervals import group_bootstrap, group_resamples, percentile_interval, row_weights
 from mlmia.report.finding import findings_frame
 from mlmia.scoring.masks import mask_patterns
-from mlmia.shadow.classify import CLASSIFIERS, FEATURES, TREE_DEPTH, accuracy_table, fit_classifiers
+from mlmia.shadow.classify import CLASSIFIERS, FEATURES, TREE_DEPTH, accuracy_table, fit_classifiers, predict_matrix
 from mlmia.shadow.features import (
     STAT_COLUMNS,
     bleu_statistics,
@@ -344,6 +344,10 @@ def test_classifiers_find_a_shift_and_stay_at_chance_without_one():
         train, test = _synthetic(300, shift, seed=1), _synthetic(300, shift, seed=2)
         classifiers = fit_classifiers(train, features, seed=0)
         assert list(classifiers) == list(CLASSIFIERS)
+        # the predictions cut from the scores are each classifier's own predict
+        x = test[features].to_numpy(dtype=float)
+        own = np.column_stack([model.predict(x) for model in classifiers.values()])
+        assert (predict_matrix(classifiers, x)[0] == own).all()
         table = accuracy_table(classifiers, {"test": test}, features, seed=0, n_bootstrap=300)
         assert (table["n"] == 900).all() and (table["n_groups"] == 300).all()
         for r in table.itertuples():

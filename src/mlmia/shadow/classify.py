@@ -107,20 +107,23 @@ def fit_classifiers(
     return fitted
 
 
-def _score(model, x: np.ndarray) -> np.ndarray:
+def _score(model, x: np.ndarray) -> tuple[np.ndarray, float]:
+    """(score of "in", the score above which the model predicts "in")."""
     if hasattr(model, "decision_function"):
-        return np.asarray(model.decision_function(x), dtype=float)
+        return np.asarray(model.decision_function(x), dtype=float), 0.0
     proba = model.predict_proba(x)
-    return np.asarray(proba[:, list(model.classes_).index(True)], dtype=float)
+    return np.asarray(proba[:, list(model.classes_).index(True)], dtype=float), 0.5
 
 
 def predict_matrix(classifiers: dict, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(predictions, scores), rows x classifiers, of a feature matrix: "in" (True) and the score
-    of "in" (`decision_function`, else `predict_proba`'s column of "in")."""
+    """(predictions, scores), rows x classifiers, of a feature matrix: the score of "in"
+    (`decision_function`, else `predict_proba`'s column of "in") and "in" where it is above the
+    model's cut (0, else 0.5): what `predict` of these binary classifiers returns, from one call."""
     if len(x) == 0:
         return np.zeros((0, len(classifiers)), dtype=bool), np.zeros((0, len(classifiers)))
-    pred = np.column_stack([np.asarray(m.predict(x)).astype(bool) for m in classifiers.values()])
-    score = np.column_stack([_score(m, x) for m in classifiers.values()])
+    scored = [_score(model, x) for model in classifiers.values()]
+    score = np.column_stack([s for s, _ in scored])
+    pred = np.column_stack([s > cut for s, cut in scored])
     return pred, score
 
 

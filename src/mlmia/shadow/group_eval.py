@@ -148,16 +148,25 @@ def group_study(
     sets = [*pools, *ALICE_SETS]
 
     def evaluate(take_of: dict, copy_of: dict, rng_extra: list[int], alice_shift: float, names=sets) -> dict:
-        out = {}
-        for name in names:
+        built = {}
+        for name in names:  # the sets' groups, then one classification of all of them (a call per classifier)
             pool = alice if name in ALICE_SETS else pools[name]
             key = "Alice" if name in ALICE_SETS else name
-            index, truth = pool.groups(
-                size, count, [seed, *rng_extra, stable_key(key)], take_of.get(key), copy_of.get(key)
-            )
-            x = pool.features(index, edges, alice_shift if ALICE_SETS.get(name) else 0.0)
-            pred, score = predict_matrix(classifiers, x)
-            out[name] = _measures(pred, score, truth, percentages) | {"n": len(truth)}
+            if key not in built:
+                built[key] = pool.groups(
+                    size, count, [seed, *rng_extra, stable_key(key)], take_of.get(key), copy_of.get(key)
+                )
+        xs = []
+        for name in names:
+            pool, key = (alice, "Alice") if name in ALICE_SETS else (pools[name], name)
+            xs.append(pool.features(built[key][0], edges, alice_shift if ALICE_SETS.get(name) else 0.0))
+        pred, score = predict_matrix(classifiers, np.vstack(xs))
+        bounds = np.cumsum([0, *(len(x) for x in xs)])
+        out = {}
+        for i, name in enumerate(names):
+            truth = built["Alice" if name in ALICE_SETS else name][1]
+            at = slice(bounds[i], bounds[i + 1])
+            out[name] = _measures(pred[at], score[at], truth, percentages) | {"n": len(truth)}
         return out
 
     point = evaluate({}, {}, [], shift)
