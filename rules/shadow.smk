@@ -2,11 +2,28 @@
 # `snakemake shadow`. Alice's MLM and Bob's shadows train through train_model.
 
 
+# a register outside the clinical world (real Wikipedia prose) for the out-of-domain probes: a
+# table and rule of its own, so the world's tables (and every study on them) stay as they are
+rule wikipedia_register:
+    output:
+        result("corpus/register_wikipedia.parquet"),
+    log:
+        result("logs/shadow/wikipedia_register.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        seed=config["corpus"]["seed"],
+        code=library_code("wikipedia_register.py"),
+    script:
+        "../workflow/scripts/wikipedia_register.py"
+
+
 rule shadow_corpus:
     input:
         world=result("corpus/world.parquet"),
         domain=CORPUS_TABLES["domain"],
         general=CORPUS_TABLES["general"],
+        wikipedia=result("corpus/register_wikipedia.parquet"),
     output:
         result("shadow/corpus.parquet"),
     log:
@@ -70,6 +87,10 @@ rule shadow_tables:
         pairs=result("shadow/pairs.parquet"),
         features=[
             result(f"shadow/features_{m.removeprefix('shadow_')}.parquet")
+            for m in STUDY.shadow_models()
+        ],
+        texts=[
+            result(f"shadow/{m.removeprefix('shadow_')}.text.parquet")
             for m in STUDY.shadow_models()
         ],
     output:

@@ -20,29 +20,33 @@ from faker.providers.lorem.en_US import Provider as LoremProvider
 
 from mlmia.core.errors import UserError
 from mlmia.metrics.bootstrap import PatientResampler
-from mlmia.metrics.intervals import group_bootstrap, percentile_interval
+from mlmia.metrics.classification import weighted_auc
+from mlmia.metrics.intervals import group_bootstrap, group_resamples, percentile_interval, row_weights
 from mlmia.report.finding import findings_frame
 from mlmia.scoring.masks import mask_patterns
-from mlmia.shadow.classify import CLASSIFIERS, accuracy_table, fit_classifiers
-from mlmia.shadow.features import bleu_statistics, corpus_bleu_from_stats, fill_in_features, oov_flags
+from mlmia.shadow.classify import CLASSIFIERS, FEATURES, TREE_DEPTH, accuracy_table, fit_classifiers, predict_matrix
+from mlmia.shadow.features import (
+    STAT_COLUMNS,
+    bleu_statistics,
+    corpus_bleu_from_stats,
+    fill_in_features,
+    oov_flags,
+    shadow_oov_flags,
+)
+from mlmia.shadow.findings import findings, near_chance
+from mlmia.shadow.group_eval import group_study
 from mlmia.shadow.groups import (
     BLEU_EDGES,
     bleu_histogram,
+    corpus_bleu_matrix,
     group_feature_columns,
-    group_features,
-    mixed_groups,
-    sentence_groups,
+    group_feature_matrix,
+    random_groups,
+    top_share_calls,
 )
-from mlmia.shadow.report import (
-    bob_feature_table,
-    findings,
-    near_chance,
-    plot_mixed,
-    probe_feature_table,
-    render_all,
-    shadow_tables,
-)
+from mlmia.shadow.report import plot_top_share, render_all
 from mlmia.shadow.split import ALICE_TRAIN_PARTS, carol_split, probe_table, shadow_splits, shadow_training_ids
+from mlmia.shadow.workflow import split_and_texts, tables
 
 WORDS = sorted(set(LoremProvider.word_list))
 
@@ -143,32 +147,58 @@ def test_carol_split_too_few_groups_is_a_one_line_error():
         carol_split(corpus, **{**SPLIT_ARGS, "ood": ["nowhere"]})
 
 
+def test_carol_split_takes_at_most_per_group_probes_of_a_document():
+    corpus = toy_corpus(n_groups=40)
+    split = carol_split(corpus, **{**SPLIT_ARGS, "probes": 9}, per_group=2)
+    probes = split[split["probe"]]
+    assert (probes.groupby(["subcorpus", "part"]).size() == 9).all()
+    assert probes.groupby("group_id").size().max() == 2
+    # a group gives min(2, its sentences) probes until 9: at least ceil(9 / 2) = 5 groups per side
+    assert (probes.groupby(["subcorpus", "part"])["group_id"].nunique() >= 5).all()
+
+
 # --------------------------------------------------------------------------- Bob's shadow splits
 
 
-def test_shadow_splits_are_disjoint_balanced_and_by_group():
+def test_shadow_pairs_train_on_all_but_the_other_slice():
     split = carol_split(toy_corpus(n_groups=40), **{**SPLIT_ARGS, "bob_share": 1.0})
     bob = split[split["bob"]]
-    pairs = shadow_splits(bob, n_shadows=3, seed=5)
-    assert len(pairs) == 3 * len(bob)
-    assert set(pairs["split"]) == {"train", "valid", "test"}
-    # a group is in one classifier split for every shadow model, and in or out as a whole
-    assert (pairs.groupby("group_id")["split"].nunique() == 1).all()
-    assert (pairs.groupby(["shadow", "group_id"])["member"].nunique() == 1).all()
-    biggest = bob["group_id"].value_counts().max()
-    memberships = []
-    for shadow in range(3):
+    # 30 training groups per shared subcorpus (40 less 5 in- and 5 out-probe groups): slices of round(0.1 x 30) = 3
+    assert (bob.groupby("subcorpus")["group_id"].nunique() == 30).all()
+    pairs = shadow_splits(bob, n_shadows=4, slice_share=0.1, seed=5)
+    assert set(pairs["shadow"]) == {0, 1, 2, 3} and (pairs["pair"] == pairs["shadow"] // 2).all()
+    per_slice = pairs.drop_duplicates("group_id").merge(bob[["group_id", "subcorpus"]].drop_duplicates(), on="group_id")
+    assert (per_slice.groupby(["slice", "subcorpus"]).size() == 3).all()
+    assert set(per_slice["slice"]) == {"0+", "0-", "1+", "1-"}
+    # every labelled sentence: queried on the two shadows of its slice's pair, in for exactly one
+    per_sentence = pairs.groupby("sample_id").agg(
+        n=("shadow", "size"), n_in=("member", "sum"), pair=("pair", "nunique")
+    )
+    assert (per_sentence["n"] == 2).all() and (per_sentence["n_in"] == 1).all() and (per_sentence["pair"] == 1).all()
+    for shadow in range(4):
+        pair, sign = divmod(shadow, 2)
+        own, other = f"{pair}{'+-'[sign]}", f"{pair}{'-+'[sign]}"
         rows = pairs[pairs["shadow"] == shadow]
-        n_in, n_out = int(rows["member"].sum()), int((~rows["member"]).sum())
-        assert n_in + n_out == len(bob)
-        assert abs(n_in - n_out) <= 2 * biggest  # balanced within each of the 2 subcorpora
-        ids = shadow_training_ids(pairs, shadow)
-        assert set(ids) == set(rows.loc[rows["member"], "sample_id"])
-        memberships.append(frozenset(ids))
-    assert len(set(memberships)) == 3  # a different half for each shadow model
-    pd.testing.assert_frame_equal(pairs, shadow_splits(bob, n_shadows=3, seed=5))
-    with pytest.raises(UserError, match="n_shadows"):
-        shadow_splits(bob, n_shadows=0, seed=5)
+        assert set(rows["slice"]) == {own, other}
+        assert (rows["member"] == (rows["slice"] == own)).all()
+        # it trains on all of Bob's data but the other slice: the other pair's slices and the rest included
+        trained = shadow_training_ids(bob["sample_id"], pairs, shadow)
+        held_out = set(pairs.loc[(pairs["shadow"] == shadow) & (pairs["slice"] == other), "sample_id"])
+        assert set(trained) == set(bob["sample_id"]) - held_out
+        assert len(trained) == len(bob) - len(held_out)
+    # the classifier's splits: by document, each slice in train, valid and test (6 groups: 3, 1, 2)
+    assert (pairs.groupby("group_id")["split"].nunique() == 1).all()
+    cut = pairs.drop_duplicates("group_id").groupby(["slice", "split"]).size().unstack()
+    assert (cut[["train", "valid", "test"]].to_numpy() == [3, 1, 2]).all()
+    pd.testing.assert_frame_equal(pairs, shadow_splits(bob, n_shadows=4, slice_share=0.1, seed=5))
+    assert not pairs.equals(shadow_splits(bob, n_shadows=4, slice_share=0.1, seed=6))
+    with pytest.raises(UserError, match="even"):
+        shadow_splits(bob, n_shadows=3, slice_share=0.1, seed=5)
+    with pytest.raises(UserError, match="must fit"):
+        shadow_splits(bob, n_shadows=6, slice_share=0.2, seed=5)
+    with pytest.raises(UserError, match="too few") as err:
+        shadow_splits(bob, n_shadows=2, slice_share=0.05, seed=5)  # 2 groups a slice: no train, valid and test
+    assert "\n" not in str(err.value)
 
 
 # --------------------------------------------------------------------------- fill-in features
@@ -198,7 +228,9 @@ def _brute_force(model, tokenizer, sample_id: str, text: str, seed: int):
     hyp, ref = decode(filled[1:-1]), decode(ids[1:-1])
     top1 = float((pred == ids[masked]).float().mean())
     energy = float(torch.nn.functional.cross_entropy(logits, ids[masked]))
-    return top1, sacrebleu.sentence_bleu(hyp, [ref]).score, energy, hyp, ref
+    # the model score of its own output: log p of each predicted token, one position at a time
+    own = [float(torch.log(torch.softmax(logits[i].double(), -1)[pred[i]])) for i in range(len(masked))]
+    return top1, sacrebleu.sentence_bleu(hyp, [ref]).score, energy, sum(own) / len(own), hyp, ref
 
 
 def test_fill_in_features_equal_a_brute_force_recount(tiny_bert_dir, one_torch_thread):
@@ -213,10 +245,13 @@ def test_fill_in_features_equal_a_brute_force_recount(tiny_bert_dir, one_torch_t
     assert list(feats["sample_id"]) == list(samples["sample_id"])
     hyps, refs = [], []
     for row, (sid, text) in zip(feats.itertuples(), zip(samples["sample_id"], samples["text"])):
-        top1, bleu, energy, hyp, ref = _brute_force(model, tokenizer, sid, text, seed=11)
+        top1, bleu, energy, model_score, hyp, ref = _brute_force(model, tokenizer, sid, text, seed=11)
         assert row.top1_accuracy == pytest.approx(top1, abs=1e-12)
         assert row.bleu == pytest.approx(bleu, abs=1e-9)
         assert row.energy == pytest.approx(energy, rel=1e-5, abs=1e-5)
+        assert row.model_score == pytest.approx(model_score, rel=1e-5, abs=1e-5)
+        # the top-1 token is the most likely: its log-probability is at least the reference token's
+        assert row.model_score >= -row.energy - 1e-9
         assert row.n_masked == int(np.ceil(0.15 * row.n_tokens - 1e-9))
         hyps.append(hyp)
         refs.append(ref)
@@ -232,37 +267,50 @@ def test_fill_in_features_equal_a_brute_force_recount(tiny_bert_dir, one_torch_t
 # --------------------------------------------------------------------------- classifiers
 
 
-def _synthetic(n_groups: int, shift: float, seed: int) -> pd.DataFrame:
+def _stats_for(bleu: np.ndarray) -> pd.DataFrame:
+    """BLEU statistics of 20-token sentences whose n-gram matches follow `bleu` (for groups' corpus BLEU)."""
+    out = {"hyp_len": np.full(len(bleu), 20), "ref_len": np.full(len(bleu), 20)}
+    for n in range(1, 5):
+        out[f"total_{n}"] = np.full(len(bleu), 21 - n)
+        out[f"match_{n}"] = np.clip(np.round((21 - n) * np.asarray(bleu) / 100), 0, 21 - n).astype(int)
+    return pd.DataFrame(out)[STAT_COLUMNS]
+
+
+def _synthetic(n_groups: int, shift: float, seed: int, per_group: int = 3) -> pd.DataFrame:
+    """Documents of `per_group` sentences, in or out; in-sentences' BLEU and precisions higher by `shift`."""
     rng = np.random.default_rng(seed)
-    member = np.repeat(rng.random(n_groups) < 0.5, 3)
+    member = np.repeat(rng.permutation(np.arange(n_groups) % 2 == 0), per_group)  # balanced: chance is 50%
+    bleu = np.clip(rng.normal(50 + shift * 10 * member, 8), 0, 100)
+    frame = pd.DataFrame(
+        {"sample_id": [f"s{seed}-{i}" for i in range(len(member))],
+         "group_id": np.repeat([f"g{seed}-{i}" for i in range(n_groups)], per_group), "member": member, "bleu": bleu}
+    )  # fmt: skip
+    for n in range(1, 5):
+        frame[f"precision_{n}"] = np.clip(bleu + rng.normal(10 - 5 * n, 5, len(bleu)), 0, 100)
+    return pd.concat([frame, _stats_for(bleu)], axis=1)
+
+
+def _tidy(table, evaluation, cells, aucs=None):
+    aucs = aucs or [(np.nan, np.nan, np.nan)] * len(cells)
     return pd.DataFrame(
-        {
-            "group_id": np.repeat([f"g{seed}-{i}" for i in range(n_groups)], 3),
-            "member": member,
-            "bleu": rng.normal(60 + shift * 10 * member, 8),
-            "top1_accuracy": rng.normal(0.4 + shift * 0.1 * member, 0.1),
-        }
-    )
+        [{"table": table, "features": "f", "classifier": f"c{i}", "evaluation": evaluation, "accuracy": a,
+          "ci_low": lo, "ci_high": hi, "auc": u, "auc_ci_low": ulo, "auc_ci_high": uhi, "n": 10, "n_groups": 10,
+          "selected": False}
+         for i, ((a, lo, hi), (u, ulo, uhi)) in enumerate(zip(cells, aucs))]
+    )  # fmt: skip
 
 
 def test_findings_keep_the_old_holds_and_map_onto_the_verdicts():
-    def tidy(table, evaluation, cells):
-        return pd.DataFrame(
-            [{"table": table, "features": "f", "classifier": f"c{i}", "evaluation": evaluation, "accuracy": a,
-              "ci_low": lo, "ci_high": hi, "n": 10, "n_groups": 10, "selected": False}
-             for i, (a, lo, hi) in enumerate(cells)]
-        )  # fmt: skip
-
     near = [(0.52, 0.49, 0.55), (0.56, 0.50, 0.62), (0.54, 0.51, 0.57), (0.60, 0.55, 0.65), (0.40, 0.35, 0.45)]
     ood = [(1.0, 1.0, 1.0), (0.54, 0.40, 0.68), (0.32, 0.20, 0.44)]
-    groups = [(np.nan, np.nan, np.nan), (0.55, 0.45, 0.65)]
-    tables = {"table2": tidy("table2", "Alice", near), "table4": tidy("table4", "news", ood),
-              "table6": tidy("table6", "Alice (raw)", groups)}  # fmt: skip
+    groups = [(0.55, np.nan, np.nan), (0.55, 0.45, 0.65)]
+    tables = {"table2": _tidy("table2", "Alice", near), "table4": _tidy("table4", "news", ood),
+              "table6": _tidy("table6", "Alice (raw)", groups, aucs=[(0.9, 0.8, 0.97), (0.6, 0.4, 0.8)])}  # fmt: skip
     found = findings(tables, margin=0.05, n_bootstrap=50)
     by_check = {
         c: [f for f in found if f.finding == c] for c in ("near_chance", "ood_above_chance", "group_above_chance")
     }
-    # near 50%: within 5 points, or the interval holds 0.5 (not separated) -- the old rule, kept
+    # near 50%: within 5 points, or the interval holds 0.5 (not separated) -- the old rule, kept; no AUC, no check
     assert [f.verdict for f in by_check["near_chance"]] == [
         "not separated", "not separated", "separated", "separated", "reversed",
     ]  # fmt: skip
@@ -271,7 +319,10 @@ def test_findings_keep_the_old_holds_and_map_onto_the_verdicts():
     # above chance: the old "holds" (interval above 0.5) is the verdict separated; holds is the point estimate
     assert [f.verdict for f in by_check["ood_above_chance"]] == ["separated", "not separated", "reversed"]
     assert [f.holds for f in by_check["ood_above_chance"]] == [True, True, False]
-    assert [f.verdict for f in by_check["group_above_chance"]] == ["not resolvable", "not separated"]
+    # groups: accuracy, then the group AUC of each classifier
+    assert [(f.measure, f.verdict) for f in by_check["group_above_chance"]] == [
+        ("accuracy", "not resolvable"), ("AUC", "separated"), ("accuracy", "not separated"), ("AUC", "not separated"),
+    ]  # fmt: skip
     assert by_check["group_above_chance"][0].note and by_check["group_above_chance"][0].n == 0
     first = by_check["ood_above_chance"][1]
     assert (first.second, first.second_value, first.n) == ("chance", 0.5, 50)
@@ -284,23 +335,43 @@ def test_findings_keep_the_old_holds_and_map_onto_the_verdicts():
     assert (
         "| table4 | c0 on news | 100.0% [100.0%, 100.0%] | chance | 50.0% | 50.0% [50.0%, 50.0%] | 50 | yes |" in text
     )
+    assert "| table6 | c0 on Alice (raw) | 0.900 [0.800, 0.970] | chance | 0.500 |" in text
 
 
 def test_classifiers_find_a_shift_and_stay_at_chance_without_one():
-    features = ["bleu", "top1_accuracy"]
+    features = list(FEATURES)
     for shift, check in ((1.5, "signal"), (0.0, "null")):
         train, test = _synthetic(300, shift, seed=1), _synthetic(300, shift, seed=2)
         classifiers = fit_classifiers(train, features, seed=0)
         assert list(classifiers) == list(CLASSIFIERS)
+        # the predictions cut from the scores are each classifier's own predict
+        x = test[features].to_numpy(dtype=float)
+        own = np.column_stack([model.predict(x) for model in classifiers.values()])
+        assert (predict_matrix(classifiers, x)[0] == own).all()
         table = accuracy_table(classifiers, {"test": test}, features, seed=0, n_bootstrap=300)
         assert (table["n"] == 900).all() and (table["n_groups"] == 300).all()
         for r in table.itertuples():
-            assert r.ci_low <= r.accuracy <= r.ci_high
+            assert r.ci_low <= r.accuracy <= r.ci_high and r.auc_ci_low <= r.auc <= r.auc_ci_high
             if check == "signal":
-                assert r.accuracy > 0.75 and r.ci_low > 0.5, r.classifier
+                assert r.accuracy > 0.75 and r.ci_low > 0.5 and r.auc_ci_low > 0.75, r.classifier
             else:
-                assert r.ci_low <= 0.5 <= r.ci_high, r.classifier
+                # no signal: within 3 standard errors of chance (300 documents: about 0.02 each)
+                assert abs(r.accuracy - 0.5) < 0.06 and abs(r.auc - 0.5) < 0.06, r.classifier
                 assert near_chance(r.accuracy, r.ci_low, r.ci_high)
+    # one class only (all out, as OOD probes): the AUC is no number
+    out = accuracy_table(classifiers, {"ood": test[~test["member"]]}, features, seed=0, n_bootstrap=20)
+    assert out["auc"].isna().all() and out["accuracy"].notna().all()
+
+
+def test_the_decision_tree_stops_at_depth_five():
+    rng = np.random.default_rng(0)
+    x = rng.random((2000, 2))
+    frame = pd.DataFrame(
+        {"a": x[:, 0], "b": x[:, 1], "member": (np.floor(x[:, 0] * 16) + np.floor(x[:, 1] * 16)) % 2 == 0}
+    )
+    tree = fit_classifiers(frame, ["a", "b"], seed=0, names=["Decision Tree"])["Decision Tree"][-1]
+    # a 16 x 16 checkerboard needs a deep tree; the paper's is cut at depth 5
+    assert TREE_DEPTH == 5 and tree.get_depth() == 5
 
 
 def test_group_bootstrap_draws_what_the_patient_resampler_draws():
@@ -312,9 +383,31 @@ def test_group_bootstrap_draws_what_the_patient_resampler_draws():
         point, low, high = group_bootstrap(correct, groups, given, seed=7, n_bootstrap=200, stratum="s")
         resampler = PatientResampler(strata, groups, seed=7)
         replicates = np.array([correct[resampler.rows(b)].mean(axis=0) for b in range(200)])
+        # the weights of group_resamples are the same draws: the AUC is taken on the accuracy's replicates
+        names, counts = group_resamples(groups, given, seed=7, n_bootstrap=200, stratum="s")
+        weights = row_weights(groups, names, counts)
         for c in range(2):
             assert point[c] == pytest.approx(correct[:, c].mean())
             assert (low[c], high[c]) == pytest.approx(percentile_interval(replicates[:, c]))
+            assert weights @ correct[:, c] / weights.sum(axis=1) == pytest.approx(replicates[:, c])
+
+
+def test_weighted_auc_by_hand_and_as_repeated_rows():
+    from sklearn.metrics import roc_auc_score
+
+    y, s = np.array([1, 1, 0, 0]), np.array([0.9, 0.4, 0.5, 0.1])
+    # member-non-member pairs: 0.9 > 0.5, 0.9 > 0.1, 0.4 < 0.5, 0.4 > 0.1
+    assert weighted_auc(y, s, np.ones(4))[0] == pytest.approx(3 / 4)
+    # the 0.9 member counted twice: (2 + 2 + 0 + 1) / (3 x 2)
+    assert weighted_auc(y, s, [2, 1, 1, 1])[0] == pytest.approx(5 / 6)
+    # a tie counts one half: 0.4 ~ 0.4
+    assert weighted_auc(y, [0.9, 0.4, 0.4, 0.1], np.ones(4))[0] == pytest.approx(3.5 / 4)
+    rng = np.random.default_rng(1)
+    y, s = rng.random(60) < 0.4, np.round(rng.normal(size=60), 1)
+    w = rng.integers(0, 4, (5, 60))
+    for row in w:
+        assert weighted_auc(y, s, row)[0] == pytest.approx(roc_auc_score(np.repeat(y, row), np.repeat(s, row)))
+    assert np.isnan(weighted_auc(y, s, (~y).astype(float))[0])  # no member weighed
 
 
 # --------------------------------------------------------------------------- groups
@@ -330,7 +423,7 @@ def test_sentence_precisions_by_hand():
     assert [stats[f"precision_{n}"] for n in range(1, 5)] == pytest.approx([50.0, 100 / 2 / 3, 100 / 4 / 2, 100 / 8])
 
 
-def test_group_features_by_hand():
+def test_group_features_by_hand_and_corpus_bleu_as_sacrebleu():
     pairs = [
         ("the cat sat on the mat", "the cat sat on the mat"),  # BLEU 100
         ("alpha beta gamma delta", "one two three four"),  # BLEU 0
@@ -345,30 +438,150 @@ def test_group_features_by_hand():
     expected[9] += 0.5
     expected[int(bleu[2] // 10)] += 0.25
     assert bleu_histogram(bleu, BLEU_EDGES) == pytest.approx(expected)
-    frame = stats.assign(
-        sample_id=[f"s{i}" for i in range(4)], group_id=[f"d{i}" for i in range(4)], member=True, probe_group="g0"
-    )
-    feats = group_features(frame, keep=["member"])
-    assert list(feats.columns[-11:]) == group_feature_columns()
-    assert feats.loc[0, group_feature_columns()[:-1]].to_numpy(dtype=float) == pytest.approx(expected)
+    feats = group_feature_matrix(bleu, stats[STAT_COLUMNS].to_numpy(), np.array([[0, 1, 2, 3], [0, 0, 3, 3]]))
+    assert feats.shape == (2, len(group_feature_columns())) == (2, 11)
+    assert feats[0, :10] == pytest.approx(expected) and feats[1, :10] == pytest.approx(np.eye(10)[9])
     hyps, refs = zip(*pairs)
-    assert feats.loc[0, "corpus_bleu"] == pytest.approx(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score)
-    # cutting cells into groups: complete groups only, one cell each
-    rows = pd.DataFrame({"sample_id": [f"x{i}" for i in range(11)], "group_id": [f"d{i // 2}" for i in range(11)]})
-    rows["member"] = np.arange(11) < 7
-    grouped = sentence_groups(rows, 3, seed=0, by=["member"])
-    assert len(grouped) == 9 and (grouped.groupby("probe_group")["member"].nunique() == 1).all()
-    assert (grouped["probe_group"].value_counts() == 3).all()
-    # mixed groups hold round(p/100 x size) in-sentences
-    ins, outs = rows[rows["member"]], rows[~rows["member"]]
-    mixed = mixed_groups(ins, outs, 4, seed=0, percentages=[0, 50, 100])
-    per = mixed.groupby("probe_group").agg(p=("in_percentage", "first"), n_in=("member", "sum"), n=("member", "size"))
-    assert (per["n"] == 4).all() and (per["n_in"] == per["p"] * 4 // 100).all()
+    assert feats[0, 10] == pytest.approx(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score)
+    assert feats[1, 10] == pytest.approx(100.0)
+    # shifted by 15 BLEU points: the 100s fall in the 80-90 bin, corpus BLEU 15 lower
+    moved = group_feature_matrix(bleu, stats[STAT_COLUMNS].to_numpy(), np.array([[0, 0, 3, 3]]), shift=15.0)
+    assert moved[0, 8] == 1.0 and moved[0, 10] == pytest.approx(85.0)
+    # the vectorised corpus BLEU is sacrebleu's on random statistics (short, empty, no-match rows included)
+    rng = np.random.default_rng(3)
+    rows = []
+    for _ in range(300):
+        hyp, ref = rng.integers(0, 12), rng.integers(1, 12)
+        totals = [max(0, hyp - n) for n in range(4)]
+        rows.append([hyp, ref, *[rng.integers(0, t + 1) for t in totals], *totals])
+    rows = np.array(rows)
+    frame = pd.DataFrame(rows, columns=STAT_COLUMNS)
+    expected = [corpus_bleu_from_stats(frame.iloc[[i]]) for i in range(len(frame))]
+    assert corpus_bleu_matrix(rows) == pytest.approx(expected, abs=1e-9)
+
+
+def test_random_groups_take_one_sentence_per_document():
+    rng = np.random.default_rng(0)
+    docs = np.repeat([f"d{i:02d}" for i in range(30)], rng.integers(1, 5, 30))
+    groups = random_groups(docs, size=8, count=200, rng=np.random.default_rng(1))
+    assert groups.shape == (200, 8) and groups.min() >= 0 and groups.max() < len(docs)
+    assert all(len(set(docs[g])) == 8 for g in groups)  # 8 different documents in every group
+    # every document is as likely to be in a group: 8 of 30, whatever its number of sentences
+    share = pd.Series(docs[groups.ravel()]).value_counts().reindex(sorted(set(docs))) / 200
+    assert share.between(8 / 30 - 0.12, 8 / 30 + 0.12).all()
+    # fewer documents than the size: at most ceil(size / documents) sentences of one document
+    few = np.repeat(["a", "b", "c"], 4)
+    for g in random_groups(few, size=7, count=50, rng=np.random.default_rng(2)):
+        assert len(set(g)) == 7 and pd.Series(few[g]).value_counts().max() <= 3
+    assert random_groups(few, size=13, count=5, rng=np.random.default_rng(2)).shape == (0, 13)
+    a = random_groups(docs, 8, 5, np.random.default_rng(9))
+    assert (a == random_groups(docs, 8, 5, np.random.default_rng(9))).all()
+
+
+def test_top_share_calls_by_hand():
+    # ten groups, five in; by decreasing score the truth reads in, in, out, in, out, in, out, in, out, out
+    ranked = np.array([1, 1, 0, 1, 0, 1, 0, 1, 0, 0], dtype=bool)
+    order = np.random.default_rng(0).permutation(10)
+    score, truth = np.empty(10), np.empty(10, dtype=bool)
+    score[order], truth[order] = np.linspace(1, 0, 10), ranked
+    precision, accuracy = top_share_calls(score, truth, [10, 20, 30, 50, 100])
+    # top 1: 1 of 1 in; right: 1 called in + 5 of the 9 called out (4 of them are in) -> 6 of 10
+    # top 2: 2 of 2; 2 + 5 = 7.  top 3: 2 of 3; 2 + (7 - 3 in) = 6.  top 5: 3 of 5; 3 + (5 - 2) = 6.  all: 5 of 10
+    assert precision == pytest.approx([1.0, 1.0, 2 / 3, 3 / 5, 1 / 2])
+    assert accuracy == pytest.approx([0.6, 0.7, 0.6, 0.6, 0.5])
+
+
+def _bob_and_alice(shift_alice: float, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Bob's pairs (two shadows of a pair, every document in for one and out for the other) and
+    Alice's probes: in-sentences 6 BLEU points above out-sentences; Alice's all `shift_alice` higher."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for split in ("train", "valid", "test"):
+        docs = np.repeat([f"{split}-d{i}" for i in range(40)], 3)
+        for shadow in (0, 1):
+            member = np.arange(len(docs)) // 3 % 2 == shadow
+            bleu = np.clip(rng.normal(40 + 6 * member, 10), 0, 100)
+            frames.append(pd.DataFrame({"sample_id": [f"{d}-{i % 3}" for i, d in enumerate(docs)], "group_id": docs,
+                                        "shadow": shadow, "member": member, "split": split, "bleu": bleu}))  # fmt: skip
+    bob = pd.concat(frames, ignore_index=True)
+    docs = np.repeat([f"a{i}" for i in range(120)], 2)
+    member = np.arange(len(docs)) // 2 % 2 == 0
+    bleu = np.clip(rng.normal(40 + shift_alice + 6 * member, 10), 0, 100)
+    alice = pd.DataFrame({"group_id": docs, "member": member, "bleu": bleu, "probe_set": "alice"})
+    return (pd.concat([bob, _stats_for(bob["bleu"])], axis=1), pd.concat([alice, _stats_for(alice["bleu"])], axis=1))
+
+
+def test_group_study_ranks_groups_threshold_free_and_the_shift_realigns_them():
+    bob, alice = _bob_and_alice(shift_alice=15.0)
+    table, figure, classifiers, shift = group_study(bob, alice, seed=0, n_bootstrap=40, size=20, count=40)
+    assert shift == pytest.approx(alice["bleu"].mean() - bob.loc[bob["split"] == "train", "bleu"].mean())
+    assert 13 < shift < 17
+    rows = table.set_index(["classifier", "evaluation"])
+    # groups of 20 sentences 6 points apart (sd 10): the group means differ by 2.7 standard errors (AUC 0.97 for a
+    # score that is their mean), on Bob's held-out groups and on Alice's adjusted ones; 40 groups per side each (the
+    # depth-5 tree scores by a few leaves: ties cost it some AUC)
+    assert (table["n"] == 80).all()
+    assert (rows.xs("Bob:test", level="evaluation")["auc"] > 0.8).all()
+    assert (rows.xs("Alice (adjusted)", level="evaluation")["auc"] > 0.8).all()
+    # ... but Alice's raw groups are all 15 points higher, beyond every group Bob trained on: the perceptron calls
+    # nearly every one "in" (accuracy near 50%) yet still ranks them (its score is linear); the tree, naive Bayes
+    # and k-NN give them all one score (one leaf, a saturated probability, all neighbours in), an AUC of 0.5. The
+    # shift puts them back on Bob's scale
+    assert rows.loc[("Perceptron", "Alice (raw)"), "auc"] > 0.9
+    assert (
+        rows.xs("Alice (raw)", level="evaluation").loc[["Decision Tree", "Naive Bayes", "k-NN"], "auc"] == 0.5
+    ).all()
+    assert rows.loc[("Perceptron", "Alice (raw)"), "accuracy"] < 0.65
+    assert rows.loc[("Perceptron", "Alice (adjusted)"), "accuracy"] > 0.85
+    # Bob:train is the fit on the training groups themselves: no interval
+    assert table.loc[table["evaluation"] == "Bob:train", ["ci_low", "auc_ci_low"]].isna().all().all()
+    held = table[table["evaluation"] != "Bob:train"]
+    assert ((held["ci_low"] <= held["accuracy"]) & (held["accuracy"] <= held["ci_high"])).all()
+    assert ((held["auc_ci_low"] <= held["auc"] + 1e-12) & (held["auc"] <= held["auc_ci_high"] + 1e-12)).all()
+    # Figure 7: the top 10% of Alice's groups by the perceptron's score are in; all groups called in: half right
+    raw = figure[(figure["classifier"] == "Perceptron") & (figure["features"] == "raw")].set_index("top_percentage")
+    assert raw.loc[10.0, "precision"] == 1.0 and raw.loc[100.0, "precision"] == 0.5
+    assert raw.loc[50.0, "accuracy"] > 0.85
+    # no signal at all: the group AUC's interval holds 0.5
+    bob0, alice0 = _bob_and_alice(shift_alice=0.0)
+    for frame in (bob0, alice0):  # each sentence's BLEU and statistics given to a random other: no signal left
+        cols = ["bleu", *STAT_COLUMNS]
+        frame[cols] = frame[cols].to_numpy()[np.random.default_rng(5).permutation(len(frame))]
+    null, *_ = group_study(bob0, alice0, seed=0, n_bootstrap=60, size=20, count=40)
+    alice_null = null[null["evaluation"] == "Alice (raw)"]
+    assert (alice_null["auc_ci_low"] < 0.5).all() and (alice_null["auc_ci_high"] > 0.5).all()
 
 
 def test_oov_flags_count_words_absent_from_bob():
     flags = oov_flags(["The cat sat.", "A dog, sat!", "cat 42"], ["the cat sat on a mat"])
     assert flags.tolist() == [False, True, True]
+
+
+def test_oov_is_flagged_against_the_queried_shadow():
+    texts = pd.Series({"a": "The cat ran.", "b": "the cat sat", "c": "The dog!"})
+    trained = {0: ["the cat sat"], 1: ["the dog ran"]}
+    rows = pd.DataFrame({"sample_id": ["a", "a", "b", "b", "c"], "shadow": [0, 1, 0, 1, 1]})
+    # a: "ran" unseen by 0, "cat" by 1; b: seen by 0, "cat" and "sat" unseen by 1; c: seen by 1
+    assert shadow_oov_flags(rows, texts, trained).tolist() == [True, True, False, True, False]
+    with pytest.raises(UserError, match="shadow model 2"):
+        shadow_oov_flags(rows.assign(shadow=2), texts, trained)
+
+
+def test_wikipedia_register_is_article_prose_of_its_own_stream():
+    from mlmia.world.registers import MAX_WORDS, MIN_WORDS, wikipedia_register
+    from mlmia.world.subcorpora import subcorpora
+
+    wiki = wikipedia_register(0, per_article=3)
+    assert wiki["sample_id"].is_unique and wiki.groupby("group_id").size().max() == 3
+    assert wiki["group_id"].nunique() > 90  # about a hundred articles, each a document
+    words = wiki["text"].str.split().str.len()
+    assert words.between(MIN_WORDS, MAX_WORDS).all()
+    assert not wiki["text"].str.contains(r"[|{}\[\]<>=]").any() and wiki["text"].str.endswith(".").all()
+    pd.testing.assert_frame_equal(wiki, wikipedia_register(0, per_article=3))
+    assert not wiki["text"].equals(wikipedia_register(1, per_article=3)["text"])
+    # the shadow study's subcorpora name it
+    world = pd.DataFrame({"sample_id": ["mimic-1-0"], "group_id": ["mimic-1"], "text": ["x"], "variant": ["plain"]})
+    assert set(subcorpora(world, wiki)["subcorpus"]) == {"mimic", "wikipedia"}
 
 
 # --------------------------------------------------------------------------- end to end
@@ -394,63 +607,72 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
     from mlmia.models.training import train_mlm
 
     corpus = toy_corpus(n_groups=40, registers=("news", "wiki", "house", "tweets"))
-    split = carol_split(corpus, ["news", "wiki"], "house", ["tweets"], probes=10, bob_share=1.0, seed=1)
+    settings = {"shared": ["news", "wiki"], "in_house": "house", "ood": ["tweets"], "probes": 10, "probe_sentences": 1,
+                "bob_share": 1.0, "shadows": 2, "slice_share": 0.2, "seed": 1, "bootstrap": 60, "group_size": 3,
+                "groups": 12, "bins": 10}  # fmt: skip
+    split, pairs, texts = split_and_texts(corpus, settings)
+    assert set(texts) == {"alice", "bob_0", "bob_1"}
     train_tokenizer(corpus["text"], tmp_path / "tok", vocab_size=300, min_frequency=1)
-    alice_texts = split.loc[split["part"].isin(ALICE_TRAIN_PARTS), "text"]
-    train_mlm(alice_texts, tmp_path / "tok", tmp_path / "alice", config=TINY, threads=1, device="cpu")
-    bob = split[split["bob"]]
-    pairs = shadow_splits(bob, n_shadows=1, seed=2)
-    shadow_texts = bob.set_index("sample_id").loc[shadow_training_ids(pairs, 0), "text"]
-    train_mlm(shadow_texts, tmp_path / "tok", tmp_path / "shadow0", config=TINY, threads=1, device="cpu")
+    features = {}
+    for name, frame in texts.items():
+        train_mlm(frame["text"], tmp_path / "tok", tmp_path / name, config=TINY, threads=1, device="cpu")
+        model, tokenizer = load_mlm(tmp_path / name, device="cpu")
+        queried = split[split["probe"]] if name == "alice" else split[split["sample_id"].isin(pairs["sample_id"])]
+        features[name] = fill_in_features(model, tokenizer, queried[["sample_id", "text"]], seed=0)
 
-    alice_model, alice_tok = load_mlm(tmp_path / "alice", device="cpu")
-    shadow_model, shadow_tok = load_mlm(tmp_path / "shadow0", device="cpu")
-    probes = split[split["probe"]]
-    alice_feats = fill_in_features(alice_model, alice_tok, probes[["sample_id", "text"]], seed=0)
-    bob_feats = fill_in_features(shadow_model, shadow_tok, bob[["sample_id", "text"]], seed=0)
-    bob_table = bob_feature_table(pairs, {0: bob_feats})
-    probe_features = probe_feature_table(split, alice_feats)
-    assert "text" not in probe_features.columns and "text" not in bob_table.columns
-
-    tables = shadow_tables(bob_table, probe_features, seed=0, n_bootstrap=100, group_size=3, max_mixed_groups=20)
-    assert set(tables) == {"table2", "table3", "table4", "table5", "table6", "figure7", "findings"}
-    t2 = tables["table2"]
+    result = tables(split, pairs, features, settings, texts)
+    assert set(result) == {"table2", "table3", "table4", "table5", "table6", "figure7", "shift", "findings"}
+    t2 = result["table2"]
     assert set(t2["evaluation"]) == {"Bob:train", "Bob:valid", "Bob:test", "Alice"}
     assert len(t2) == 20 and t2["selected"].sum() == 4  # one classifier selected, on each of 4 sets
     alice_rows = t2[t2["evaluation"] == "Alice"]
     assert (alice_rows["n"] == 40).all() and (alice_rows["n_groups"] == 40).all()
-    assert set(tables["table3"]["features"]) == {"bleu + top1_accuracy + energy"}
-    assert set(tables["table4"]["evaluation"]) == {"tweets"} and (tables["table4"]["n"] == 10).all()
-    assert set(tables["table5"]["evaluation"]) == {"Alice OOV", "Alice OOV in", "Alice OOV out", "OOD OOV"}
-    assert set(tables["table6"]["evaluation"]) == {
+    assert set(result["table3"]["features"]) == {
+        "bleu + precision_1 + precision_2 + precision_3 + precision_4 + model_score"
+    }
+    assert set(result["table4"]["evaluation"]) == {"tweets"} and (result["table4"]["n"] == 10).all()
+    t5 = result["table5"].drop_duplicates("evaluation").set_index("evaluation")
+    assert list(t5.index) == ["Bob:test OOV", "Bob:test out, no OOV", "Alice OOV", "Alice OOV in", "Alice OOV out"]
+    # a shadow never trains on an OOV sentence: Bob's OOV pairs are all out, and with the out-pairs without
+    # one they make up Bob:test's out-pairs
+    out_test = int((~pairs.loc[pairs["split"] == "test", "member"]).sum())
+    assert t5.loc["Bob:test OOV", "n"] + t5.loc["Bob:test out, no OOV", "n"] == out_test
+    assert set(result["table6"]["evaluation"]) == {
         "Bob:train",
         "Bob:valid",
         "Bob:test",
         "Alice (raw)",
         "Alice (adjusted)",
     }
-    figure = tables["figure7"]
-    assert sorted(figure["in_percentage"].unique()) == list(range(0, 101, 10))
-    for key in ("table2", "table3", "table4", "table6", "figure7"):
-        values = tables[key][["accuracy", "ci_low", "ci_high"]].to_numpy(dtype=float)
-        assert np.isfinite(values).all() and ((values >= 0) & (values <= 1)).all(), key
-        assert (values[:, 1] <= values[:, 0] + 1e-12).all() and (values[:, 0] <= values[:, 2] + 1e-12).all(), key
-    checks = findings_frame(tables["findings"])
-    assert set(checks["finding"]) == {"near_chance", "ood_above_chance", "group_above_chance"}
-    assert len(checks) == 5 * 2 + 5 * 1 + 5 * 2
-    assert (checks["second_value"] == 0.5).all() and (checks["n"] == 100).all()
-    pd.testing.assert_frame_equal(checks, findings_frame(findings(tables, n_bootstrap=100)))
+    assert (result["table6"]["n"] == 24).all()  # 12 groups a side
+    figure = result["figure7"]
+    assert sorted(figure["top_percentage"].unique()) == list(range(10, 101, 10)) and set(figure["features"]) == {
+        "raw", "adjusted"}  # fmt: skip
+    for key in ("table2", "table3", "table6"):
+        for value, low, high in (("accuracy", "ci_low", "ci_high"), ("auc", "auc_ci_low", "auc_ci_high")):
+            frame = result[key][result[key]["evaluation"] != "Bob:train"] if key == "table6" else result[key]
+            values = frame[[value, low, high]].to_numpy(dtype=float)
+            values = values[np.isfinite(values[:, 0])]
+            assert ((values >= 0) & (values <= 1)).all() and (values[:, 1] <= values[:, 2]).all(), key
+            if key != "table6":  # groups: the interval also holds the grouping's variation, not this grouping's
+                assert (values[:, 1] <= values[:, 0] + 1e-12).all() and (values[:, 0] <= values[:, 2] + 1e-12).all()
+    assert result["table2"].loc[result["table2"]["evaluation"] == "Alice", "auc"].notna().all()
+    checks = findings_frame(result["findings"])
+    assert {"near_chance", "ood_above_chance", "group_above_chance", "bob_group_above_chance"} <= set(checks["finding"])
+    assert (checks["second_value"] == 0.5).all()
+    assert len(checks[checks["finding"] == "near_chance"]) == 2 * 5 * 2  # Tables 2 and 3, accuracy and AUC
 
-    markdown = render_all(tables, n_bootstrap=100)
-    assert set(markdown) == set(tables)
+    markdown = render_all(result, n_bootstrap=60)
+    assert set(markdown) == set(result) - {"shift"}
     for key, text in markdown.items():
         assert text.startswith("# "), key
         assert not any(sentence in text for sentence in corpus["text"]), key
-    assert "[brackets: 95% percentile bootstrap interval" in markdown["table2"]
+    assert "Accuracy (%) / AUC [brackets: 95% percentile bootstrap intervals" in markdown["table2"]
     assert markdown["table2"].count("\n| ") == 1 + 5 + 1  # header, five classifiers, counts
+    assert "single mean shift" in markdown["table6"]
 
     path = tmp_path / "figures" / "figure7.png"
-    plot_mixed(figure, path)
+    plot_top_share(figure, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    plot_mixed(figure, tmp_path / "figure7.pdf")
+    plot_top_share(figure, tmp_path / "figure7.pdf")
     assert (tmp_path / "figure7.pdf").read_bytes()[:4] == b"%PDF"

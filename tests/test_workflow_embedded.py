@@ -138,8 +138,11 @@ def test_zoo_and_shadow_targets(ci_run):
     assert set(shadow.table.dropna()) == {"table2", "table3", "table4", "table5", "table6"}
     assert set(shadow.classifier) == SHADOW_CLASSIFIERS
     assert shadow.accuracy.between(0, 1).all()
-    assert ((shadow.ci_low <= shadow.accuracy) & (shadow.accuracy <= shadow.ci_high)).all()
-    assert set(shadow[shadow.result == "figure7"].in_percentage) == {10.0 * i for i in range(11)}
+    sentences = shadow[shadow.table.isin(["table2", "table3"])]
+    assert ((sentences.ci_low <= sentences.accuracy) & (sentences.accuracy <= sentences.ci_high)).all()
+    assert sentences[sentences.evaluation == "Alice"].auc.between(0, 1).all()  # a threshold-free AUC beside each
+    assert set(shadow[shadow.table == "table4"].evaluation) == {"news", "wikipedia"}
+    assert set(shadow[shadow.result == "figure7"].top_percentage) == {10.0 * i for i in range(1, 11)}
     assert "near 50%" in (ci_run / f"{RUN}/shadow/findings.md").read_text()
     assert (ci_run / f"{RUN}/shadow/figure7.pdf").read_bytes().startswith(b"%PDF")
     # the zoo and the shadow study add to the run; the default targets stay up to date

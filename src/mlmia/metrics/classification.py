@@ -76,6 +76,28 @@ def auc(y_true: np.ndarray, score: np.ndarray) -> float:
     return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0))
 
 
+def weighted_auc(y_true: np.ndarray, score: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """`auc` with each unit counted `weights` times (a bootstrap replicate's multiplicities), for
+    every row of `weights` (replicates x units; one row gives one value): sum over members and
+    non-members of w_i w_j [s_i > s_j] + 1/2 w_i w_j [s_i = s_j], over (sum of member weights)
+    (sum of non-member weights): the AUC of the data with each unit repeated its weight times.
+    NaN where a row weighs no member or no non-member."""
+    y, s = check_labels_and_scores(y_true, score)
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    if w.shape[1] != len(s):
+        raise UserError(f"metrics: {w.shape[1]} weights per row for {len(s)} scores")
+    if len(s) == 0:
+        return np.full(w.shape[0], np.nan)
+    order = np.argsort(s, kind="mergesort")
+    starts = np.r_[0, np.flatnonzero(np.diff(s[order])) + 1]
+    pos = np.add.reduceat(w[:, order] * y[order], starts, axis=1)
+    neg = np.add.reduceat(w[:, order] * ~y[order], starts, axis=1)
+    below = np.cumsum(neg, axis=1) - neg
+    den = pos.sum(axis=1) * neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (pos * (below + 0.5 * neg)).sum(axis=1) / den, np.nan)
+
+
 def resolvable(fpr_max: float, n_negatives: int) -> bool:
     """Whether a true-positive rate at false-positive rate `fpr_max` can be estimated from
     `n_negatives` non-members: only when at least one false positive is allowed, i.e.

@@ -101,6 +101,40 @@ def group_bootstrap(
     return point, low, high
 
 
+def group_resamples(
+    groups: Sequence[str], labels: Sequence[bool] | None, seed: int, n_bootstrap: int, stratum: str = ""
+) -> tuple[list[str], np.ndarray]:
+    """The draws of `group_bootstrap` as data: (the distinct groups, multiplicities: n_bootstrap x
+    groups), for a statistic that is not a mean of rows (an AUC; a statistic of groups of
+    sentences rebuilt from the drawn documents). Stratified as `group_bootstrap` stratifies: within
+    each label when no group holds both labels, else all groups together; the groups of a stratum
+    in sorted order, drawn by `multiplicities`. Row weights of replicate b:
+    `multiplicities[b, index of the row's group]`."""
+    groups = np.asarray([str(g) for g in groups], dtype=object)
+    if labels is None:
+        stratify, labels = False, np.zeros(len(groups), dtype=bool)
+    else:
+        labels = np.asarray(labels, dtype=bool)
+        both = pd.DataFrame({"g": groups, "y": labels}).groupby("g")["y"].nunique()
+        stratify = bool((both <= 1).all())
+    keys = labels if stratify else np.zeros(len(groups), dtype=bool)
+    names: list[str] = []
+    blocks = []
+    for key in sorted(set(keys.tolist())):
+        members = sorted(set(groups[keys == key].tolist()))
+        draw = (stratum, "in" if key else "out") if stratify else (stratum,)
+        blocks.append(np.array([multiplicities(len(members), seed, b, draw) for b in range(int(n_bootstrap))]))
+        names += members
+    counts = np.hstack(blocks) if blocks else np.zeros((int(n_bootstrap), 0))
+    return names, counts.reshape(int(n_bootstrap), len(names)).astype(float)
+
+
+def row_weights(groups: Sequence[str], names: list[str], counts: np.ndarray) -> np.ndarray:
+    """Replicates x rows: each row weighted by its group's multiplicity (`group_resamples`)."""
+    index = {name: i for i, name in enumerate(names)}
+    return counts[:, [index[str(g)] for g in groups]]
+
+
 def seed_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
     """Mean and 95% Student-t interval (n - 1 degrees of freedom) of per-seed values; the
     interval is (nan, nan) with fewer than 2 values."""

@@ -1,22 +1,26 @@
-"""The attack classifiers and their accuracy with a group bootstrap (Hisamoto, Post and Duh, TACL 2020,
-Section 4 and Tables 2-3).
+"""The attack classifiers, their scores, and their accuracy and AUC with a group bootstrap
+(Hisamoto, Post and Duh, TACL 2020, Section 4 and Tables 2-3).
 
 The paper trains five scikit-learn classifiers on Bob's labelled (sentence, shadow model)
-pairs: Perceptron, Decision Tree, Naive Bayes, k-NN and a multi-layer perceptron. The
-paper gives no hyper-parameters; ours are scikit-learn's defaults (GaussianNB for "Naive
-Bayes", k = 5 neighbours, one hidden layer of 100 units for the MLP with at most 500
-epochs), each behind a StandardScaler fitted on the training rows and seeded with `seed`
-where the model has a seed. Features (`FEATURES`): sentence BLEU and top-1 accuracy of the
-fill-in query (the paper: BLEU and its n-gram precisions); `MODEL_SCORE_FEATURES` adds the
-fill-in energy, the analogue of the paper's model score (Table 3).
+pairs: Perceptron, Decision Tree (depth 5, the paper's), Naive Bayes, k-NN and a multi-layer
+perceptron. The paper gives no other hyper-parameters; ours are scikit-learn's defaults
+(GaussianNB for "Naive Bayes", k = 5 neighbours, one hidden layer of 100 units for the MLP with
+at most 500 epochs), each behind a StandardScaler fitted on the training rows and seeded with
+`seed` where the model has a seed. Features: the paper's, sentence BLEU and its 1-4-gram
+precisions (`FEATURES`, Table 2), and with the model score of the model's own output
+(`MODEL_SCORE_FEATURES`, Table 3).
 
-Accuracy is the fraction of rows whose prediction equals the truth (`member`). Its 95%
-interval is a percentile bootstrap over GROUPS (patients or documents;
-`mlmia.metrics.intervals.group_bootstrap`): a drawn group brings all its rows. When no group
-holds both members and non-members (Alice's probes: in- and out-probe documents are disjoint),
-groups are drawn within each label, so every replicate keeps the in/out balance; otherwise
-(Bob's pairs, where a document is a member of one shadow model and not of another) all groups
-are drawn together. Every classifier is evaluated on the same replicates (paired).
+Accuracy is the fraction of rows whose prediction equals the truth (`member`); the AUC ranks the
+rows by the classifier's score (`scores`: `decision_function` where the classifier has one, the
+Perceptron's, else the probability of "in" from `predict_proba`), threshold-free, so it tells a
+classifier that ranks members first but is miscalibrated on Alice (its threshold off) from one
+that has no signal. Their 95% intervals are percentile bootstraps over GROUPS (patients or
+documents; `mlmia.metrics.intervals.group_resamples`): a drawn group brings all its rows. When no
+group holds both members and non-members (Alice's probes: in- and out-probe documents are
+disjoint), groups are drawn within each label, so every replicate keeps the in/out balance;
+otherwise (Bob's pairs, where a document is in for one shadow model and out for the other of its
+pair) all groups are drawn together. Every classifier and both measures are evaluated on the same
+replicates (paired).
 """
 
 from __future__ import annotations
@@ -29,15 +33,21 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
-from mlmia.metrics.intervals import group_bootstrap
+from mlmia.metrics.classification import weighted_auc
+from mlmia.metrics.intervals import group_resamples, percentile_interval, row_weights
 
 #: the paper's classifiers, in its order
 CLASSIFIERS = ("Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP")
-#: features of the sample-level attack (Table 2), and with the model score (Table 3)
-FEATURES = ("bleu", "top1_accuracy")
-MODEL_SCORE_FEATURES = ("bleu", "top1_accuracy", "energy")
+#: the depth of the paper's decision tree
+TREE_DEPTH = 5
+#: features of the sample-level attack (Table 2: sentence BLEU and its n-gram precisions), and
+#: with the model score of the model's own output (Table 3)
+FEATURES = ("bleu", "precision_1", "precision_2", "precision_3", "precision_4")
+MODEL_SCORE_FEATURES = (*FEATURES, "model_score")
 N_BOOTSTRAP = 1000
-ACCURACY_COLUMNS = ["classifier", "evaluation", "accuracy", "ci_low", "ci_high", "n", "n_groups"]
+ACCURACY_COLUMNS = [
+    "classifier", "evaluation", "accuracy", "ci_low", "ci_high", "auc", "auc_ci_low", "auc_ci_high", "n", "n_groups",
+]  # fmt: skip
 
 
 def make_classifier(name: str, seed: int):
@@ -53,7 +63,7 @@ def make_classifier(name: str, seed: int):
     seed = int(seed)
     models = {
         "Perceptron": lambda: Perceptron(random_state=seed),
-        "Decision Tree": lambda: DecisionTreeClassifier(random_state=seed),
+        "Decision Tree": lambda: DecisionTreeClassifier(max_depth=TREE_DEPTH, random_state=seed),
         "Naive Bayes": lambda: GaussianNB(),
         "k-NN": lambda: KNeighborsClassifier(n_neighbors=5),
         "MLP": lambda: MLPClassifier(hidden_layer_sizes=(100,), max_iter=500, random_state=seed),
@@ -63,7 +73,9 @@ def make_classifier(name: str, seed: int):
     return make_pipeline(StandardScaler(), models[name]())
 
 
-def _matrix(frame: pd.DataFrame, features: Sequence[str], where: str) -> np.ndarray:
+def feature_matrix(frame: pd.DataFrame, features: Sequence[str], where: str) -> np.ndarray:
+    """The columns `features` of `frame` as floats; a missing column or a value that is not a
+    finite number is a UserError naming the row."""
     require_columns(frame, list(features), where)
     x = frame[list(features)].to_numpy(dtype=float)
     bad = ~np.isfinite(x).all(axis=1)
@@ -80,7 +92,7 @@ def fit_classifiers(
     label: str = "member",
 ) -> dict:
     """The classifiers `names`, fitted on the rows of `train` (features -> `label`)."""
-    x = _matrix(train, features, "classifier training set")
+    x = feature_matrix(train, features, "classifier training set")
     require_columns(train, [label], "classifier training set")
     y = train[label].astype(bool).to_numpy()
     if len(np.unique(y)) < 2:
@@ -95,12 +107,73 @@ def fit_classifiers(
     return fitted
 
 
+def _score(model, x: np.ndarray) -> tuple[np.ndarray, float]:
+    """(score of "in", the score above which the model predicts "in")."""
+    if hasattr(model, "decision_function"):
+        return np.asarray(model.decision_function(x), dtype=float), 0.0
+    proba = model.predict_proba(x)
+    return np.asarray(proba[:, list(model.classes_).index(True)], dtype=float), 0.5
+
+
+def predict_matrix(classifiers: dict, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(predictions, scores), rows x classifiers, of a feature matrix: the score of "in"
+    (`decision_function`, else `predict_proba`'s column of "in") and "in" where it is above the
+    model's cut (0, else 0.5): what `predict` of these binary classifiers returns, from one call."""
+    if len(x) == 0:
+        return np.zeros((0, len(classifiers)), dtype=bool), np.zeros((0, len(classifiers)))
+    scored = [_score(model, x) for model in classifiers.values()]
+    score = np.column_stack([s for s, _ in scored])
+    pred = np.column_stack([s > cut for s, cut in scored])
+    return pred, score
+
+
 def predict(classifiers: dict, frame: pd.DataFrame, features: Sequence[str]) -> pd.DataFrame:
     """Predicted membership (True: "in") of every row, one bool column per classifier."""
-    if len(frame) == 0:
-        return pd.DataFrame({name: pd.Series(dtype=bool) for name in classifiers})
-    x = _matrix(frame, features, "evaluation set")
-    return pd.DataFrame({name: model.predict(x).astype(bool) for name, model in classifiers.items()})
+    x = feature_matrix(frame, features, "evaluation set") if len(frame) else np.zeros((0, len(features)))
+    return pd.DataFrame(predict_matrix(classifiers, x)[0], columns=list(classifiers))
+
+
+def scores(classifiers: dict, frame: pd.DataFrame, features: Sequence[str]) -> pd.DataFrame:
+    """Each classifier's score of "in" for every row (higher: more likely in), one column each."""
+    x = feature_matrix(frame, features, "evaluation set") if len(frame) else np.zeros((0, len(features)))
+    return pd.DataFrame(predict_matrix(classifiers, x)[1], columns=list(classifiers))
+
+
+def measure_rows(
+    pred: np.ndarray,
+    score: np.ndarray,
+    truth: np.ndarray,
+    groups: Sequence[str],
+    seed: int,
+    n_bootstrap: int,
+    stratum: str,
+) -> list[dict]:
+    """Per classifier (a column of `pred` and `score`): accuracy and AUC with their percentile
+    intervals over the same group resamples (`group_resamples`). An AUC where the rows hold one
+    class only is NaN, and so is its interval."""
+    truth = np.asarray(truth, dtype=bool)
+    n_cls = pred.shape[1]
+    if len(truth) == 0:
+        return [dict.fromkeys(("accuracy", "ci_low", "ci_high", "auc", "auc_ci_low", "auc_ci_high"), np.nan)] * n_cls
+    names, counts = group_resamples(groups, truth, seed, n_bootstrap, stratum)
+    weights = row_weights(groups, names, counts)
+    both = truth.any() and (~truth).any()
+    out = []
+    for c in range(n_cls):
+        correct = (pred[:, c] == truth).astype(float)
+        boot_acc = weights @ correct / weights.sum(axis=1) if len(weights) else np.zeros(0)
+        low, high = percentile_interval(boot_acc)
+        record = {"accuracy": float(correct.mean()), "ci_low": low, "ci_high": high}
+        if both:
+            auc_point = float(weighted_auc(truth, score[:, c], np.ones(len(truth)))[0])
+            a_low, a_high = (
+                percentile_interval(weighted_auc(truth, score[:, c], weights)) if len(weights) else (np.nan,) * 2
+            )
+        else:
+            auc_point, a_low, a_high = np.nan, np.nan, np.nan
+        record.update({"auc": auc_point, "auc_ci_low": a_low, "auc_ci_high": a_high})
+        out.append(record)
+    return out
 
 
 def accuracy_table(
@@ -112,33 +185,24 @@ def accuracy_table(
     label: str = "member",
     group: str = "group_id",
 ) -> pd.DataFrame:
-    """Accuracy of every classifier on every evaluation set (name -> rows with the features,
-    `label` and `group`), with its group-bootstrap interval: columns `ACCURACY_COLUMNS`, one
-    row per (classifier, set), classifiers in the given order. An empty set gives NaN."""
+    """Accuracy and AUC of every classifier on every evaluation set (name -> rows with the
+    features, `label` and `group`), each with its group-bootstrap interval: columns
+    `ACCURACY_COLUMNS`, one row per (classifier, set), classifiers in the given order. An empty
+    set gives NaN; a set of one class (all out: OOD probes) a NaN AUC."""
     rows = []
     for name, frame in sets.items():
         if len(frame):
             require_columns(frame, [label, group], f"evaluation set {name}")
-        pred = predict(classifiers, frame, features)
+            x = feature_matrix(frame, features, f"evaluation set {name}")
+        else:
+            x = np.zeros((0, len(features)))
+        pred, score = predict_matrix(classifiers, x)
         truth = frame[label].astype(bool).to_numpy() if len(frame) else np.zeros(0, dtype=bool)
-        correct = (
-            np.column_stack([pred[c].to_numpy() == truth for c in classifiers])
-            if len(frame)
-            else np.zeros((0, len(classifiers)))
-        )
         groups = frame[group].astype(str).tolist() if len(frame) else []
-        point, low, high = group_bootstrap(correct, groups, truth, seed, n_bootstrap, stratum=name)
-        for c, cls in enumerate(classifiers):
+        measured = measure_rows(pred, score, truth, groups, seed, n_bootstrap, name)
+        for cls, record in zip(classifiers, measured):
             rows.append(
-                {
-                    "classifier": cls,
-                    "evaluation": name,
-                    "accuracy": float(point[c]),
-                    "ci_low": float(low[c]),
-                    "ci_high": float(high[c]),
-                    "n": int(len(frame)),
-                    "n_groups": int(len(set(groups))),
-                }
+                {"classifier": cls, "evaluation": name, **record, "n": int(len(frame)), "n_groups": len(set(groups))}
             )
     out = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
     order = {c: i for i, c in enumerate(classifiers)}

@@ -16,10 +16,14 @@ top-1 token from ONE forward pass of the masked sequence. From that pass:
   the sentence (lower-cased for an uncased vocabulary), never the raw text; unmasked tokens
   are copied, so BLEU measures the fill-in only through the positions that were masked.
 - `top1_accuracy`: the fraction of masked positions whose prediction is the original token.
+- `model_score`: the mean natural-log probability the model gives its OWN top-1 tokens at the
+  masked positions, from the same pass: the paper's model score (Section 5.2: the translation
+  system's score of the translation it outputs) carried over. It needs no reference: what a
+  black-box API that returns its output's score gives.
 - `energy`: the mean cross-entropy (natural log) of the original tokens at the masked
-  positions, the paper's "model score" feature carried over (their translation
-  probability; here its negative log, per masked token). It equals, up to float rounding, the
-  masked energy of `mlmia.scoring.energy.score_samples` with k=1 (the same mask).
+  positions (the loss attack's statistic; an extra MLM column the shadow protocol does not
+  use). It equals, up to float rounding, the masked energy of
+  `mlmia.scoring.energy.score_samples` with k=1 (the same mask).
 - the BLEU sufficient statistics (`hyp_len`, `ref_len`, `match_1..4`, `total_1..4`), so
   that the corpus BLEU of any set of sentences can be computed later without keeping text
   (`corpus_bleu_from_stats`; equal to `sacrebleu.corpus_bleu` of those sentences).
@@ -59,8 +63,8 @@ STAT_COLUMNS = (
 #: matched), the paper's features beside BLEU (Section 4)
 PRECISION_COLUMNS = [f"precision_{n}" for n in range(1, NGRAM_ORDER + 1)]
 FEATURE_COLUMNS = [
-    "sample_id", "n_tokens", "n_masked", "n_correct", "top1_accuracy", "energy", "bleu", *PRECISION_COLUMNS,
-    *STAT_COLUMNS,
+    "sample_id", "n_tokens", "n_masked", "n_correct", "top1_accuracy", "energy", "model_score", "bleu",
+    *PRECISION_COLUMNS, *STAT_COLUMNS,
 ]  # fmt: skip
 
 
@@ -203,6 +207,7 @@ def fill_in_features(
 
     predictions: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(sids)
     ce_sums = np.zeros(len(sids), dtype=np.float64)
+    top_sums = np.zeros(len(sids), dtype=np.float64)
     device = next(model.parameters()).device
     parts = mlm_parts(model)
     order = np.argsort([len(x) for x in ids_list], kind="stable")
@@ -234,12 +239,15 @@ def fill_in_features(
                         model(input_ids=x, attention_mask=attn).logits[r_t.to(device), p_t.to(device)].float().cpu()
                     )
                 top1 = logits.argmax(dim=-1).numpy()
-                ce = F.cross_entropy(logits, targets, reduction="none").double().numpy()
+                log_probs = F.log_softmax(logits.double(), dim=-1)
+                ce = -log_probs.gather(1, targets[:, None]).squeeze(1).numpy()
+                top = log_probs.max(dim=-1).values.numpy()
                 offset = 0
                 for i in rows:
                     n = len(masked_list[i])
                     predictions[i] = top1[offset : offset + n]
                     ce_sums[i] = ce[offset : offset + n].sum()
+                    top_sums[i] = top[offset : offset + n].sum()
                     offset += n
     finally:
         model.train(was_training)
@@ -257,6 +265,7 @@ def fill_in_features(
             "n_correct": n_correct,
             "top1_accuracy": n_correct / len(masked),
             "energy": float(ce_sums[i] / len(masked)),
+            "model_score": float(top_sums[i] / len(masked)),
         }
         record.update(bleu_statistics(decode(tokenizer, filled[content]), decode(tokenizer, ids[content])))
         records.append(record)
@@ -271,7 +280,7 @@ def _words(text: str) -> set[str]:
 
 def oov_flags(texts, reference_texts) -> np.ndarray:
     """For each text: does it hold at least one word absent from `reference_texts` (the
-    paper's out-of-vocabulary subset, Table 5; the reference is Bob's training text)?
+    paper's out-of-vocabulary subset, Table 5: a word the model never trained on)?
 
     A word is a unit of `mlmia.models.tokenizer.word_counts` (BERT uncased normalisation, then
     splits at whitespace and punctuation: what the WordPiece model sees as one word) that
@@ -280,3 +289,23 @@ def oov_flags(texts, reference_texts) -> np.ndarray:
     for text in reference_texts:
         known |= _words(str(text))
     return np.array([bool(_words(str(text)) - known) for text in texts], dtype=bool)
+
+
+def shadow_oov_flags(rows: pd.DataFrame, texts: pd.Series, training_texts: dict[int, pd.Series]) -> np.ndarray:
+    """Per row of Bob's labelled pairs (`sample_id`, `shadow`): does its sentence hold a word
+    that shadow model `shadow` never trained on (`training_texts[shadow]`, its training
+    sentences)? `texts` maps sample ids to the sentences. The paper flags OOV against the model
+    that is queried; a sentence a shadow trained on is never OOV for it."""
+    require_columns(rows, ["sample_id", "shadow"], "OOV flags: Bob's pairs")
+    flags = np.zeros(len(rows), dtype=bool)
+    shadows = rows["shadow"].astype(int).to_numpy()
+    for shadow in np.unique(shadows):
+        if int(shadow) not in training_texts:
+            raise UserError(f"OOV flags: no training text for shadow model {int(shadow)}")
+        at = np.flatnonzero(shadows == shadow)
+        ids = rows["sample_id"].astype(str).to_numpy()[at]
+        missing = [i for i in ids if i not in texts.index]
+        if missing:
+            raise UserError(f"OOV flags: sample {shown_id(missing[0])} has no text")
+        flags[at] = oov_flags(texts.loc[ids].tolist(), training_texts[int(shadow)])
+    return flags

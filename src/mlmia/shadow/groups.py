@@ -1,45 +1,55 @@
-"""Group-level membership inference (Hisamoto, Post and Duh, TACL 2020, Section 6: Table 6 and Figure 7).
+"""Groups of sentences and their features (Hisamoto, Post and Duh, TACL 2020, Section 6: Table 6 and Figure 7).
 
-Instead of one sentence, the attack classifies a group of n sentences that are all in or
-all out of the model's training data. A group's features are the histogram of its
-sentences' BLEU over fixed bins (the fraction of the group in each bin) and the corpus BLEU
-of the group (`corpus_bleu_from_stats`, equal to `sacrebleu.corpus_bleu` of its
-reconstructions against their references).
+Instead of one sentence, the attack classifies a group of n sentences that are all in or all out
+of the model's training data. A group's features are the histogram of its sentences' BLEU over
+fixed bins (the fraction of the group in each bin) and the corpus BLEU of the group
+(`corpus_bleu_matrix`, equal to `sacrebleu.corpus_bleu` of its outputs against their references).
 
-- `sentence_groups` cuts the rows of each cell (e.g. one shadow model, one side, one
-  classifier split) into groups of n: rows ordered by the keys of (seed, document, sentence),
-  so the sentences of one document sit together and rarely straddle two groups; the last
-  incomplete group of a cell is dropped.
-- The paper's adjustment: Bob's shadow models and Alice's model differ in quality, so
-  their BLEU distributions are shifted against each other. `adjustment_shift` is, per
-  feature, the mean over Alice's probe groups (in and out together: Bob does not know which
-  is which; Carol's design balances them) minus the mean over Bob's classifier-training
-  groups (in and out together, balanced by `shadow_splits`); "adjusted" features are
-  Alice's features minus that shift, then classified by the classifiers trained on Bob's raw
-  groups. That these are the two means is our reading of the paper.
-- `mixed_groups` (Figure 7) draws groups mixing in- and out-probes at a given percentage
-  of in-sentences. A mixed group's truth is "in" when at least `in_threshold` (default
-  one half) of its sentences are in: our choice; the paper's figure varies the in-share of
-  groups it calls in, and `called_in` (the fraction of groups the classifier calls in) is
-  reported beside the accuracy so other readings can be taken from the same numbers.
+- `random_groups` draws random groups of n sentences of a pool with one sentence per document:
+  each group takes one random sentence from each of n random documents, so no document weighs
+  more than one sentence in a group (the paper's groups are random sentences; documents of
+  several sentences would otherwise make a group a few documents). Where a pool holds fewer than
+  n documents, a group takes a second sentence of random documents, and so on (at most
+  ceil(n / documents) of one document). Groups are drawn independently, so a sentence can be in
+  several groups of a pool: the number of groups (`count`) does not depend on the pool's size,
+  and the document bootstrap of `mlmia.shadow.group_eval` accounts for the overlap.
+- The paper's adjustment: Bob's shadow models and Alice's model differ in quality, so their BLEU
+  distributions are shifted against each other. `adjustment_shift` is one number, the mean
+  sentence BLEU of Alice's probes (in and out together: Bob does not know which is which;
+  Carol's design balances them) minus that of Bob's classifier-training rows (in and out
+  together); Alice's sentence BLEUs and corpus BLEUs are moved down by it before the group
+  features are taken (`group_feature_matrix(..., shift=...)`), then classified by the
+  classifiers trained on Bob's raw groups.
+- `top_share_calls` (Figure 7): rank pure groups by a classifier's score and call the top N% of
+  them "in"; the precision and accuracy of those calls for each N.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.core.io import require_columns
-from mlmia.core.keys import stable_key
-from mlmia.shadow.features import STAT_COLUMNS, corpus_bleu_from_stats
+
+#: default number of bins of the sentence-BLEU histogram over [0, 100] (the paper's 100 bins for
+#: groups of 500 sentences hold 5 sentences a bin; 10 bins for groups of 50 hold as many)
+BINS = 10
+#: default percentages N of Figure 7's "top N% called in"
+TOP_PERCENTAGES = tuple(range(10, 101, 10))
+
+
+def bleu_edges(bins: int = BINS) -> tuple[float, ...]:
+    """`bins` equal bins over [0, 100]: their bin edges."""
+    bins = int(bins)
+    if bins < 1:
+        raise UserError(f"the BLEU histogram needs at least 1 bin, got {bins}")
+    return tuple(float(x) for x in np.linspace(0.0, 100.0, bins + 1))
+
 
 #: default bin edges of the sentence-BLEU histogram: 10 bins of width 10 over [0, 100], the last closed
-BLEU_EDGES = tuple(float(x) for x in range(0, 101, 10))
-#: default percentages of in-sentences of Figure 7
-IN_PERCENTAGES = tuple(range(0, 101, 10))
+BLEU_EDGES = bleu_edges(BINS)
 
 
 def histogram_columns(edges: Sequence[float] = BLEU_EDGES) -> list[str]:
@@ -52,124 +62,112 @@ def group_feature_columns(edges: Sequence[float] = BLEU_EDGES) -> list[str]:
     return [*histogram_columns(edges), "corpus_bleu"]
 
 
+def bin_index(bleu: np.ndarray, edges: Sequence[float] = BLEU_EDGES) -> np.ndarray:
+    """Each value's bin [e_i, e_i+1) (the last bin closed: BLEU 100 counts in it); values are
+    first clipped to [e_0, e_last], so each counts in exactly one bin."""
+    edges = np.asarray(edges, dtype=float)
+    clipped = np.clip(np.asarray(bleu, dtype=float), edges[0], edges[-1])
+    return np.clip(np.searchsorted(edges, clipped, side="right") - 1, 0, len(edges) - 2)
+
+
 def bleu_histogram(bleu: np.ndarray, edges: Sequence[float] = BLEU_EDGES) -> np.ndarray:
-    """Fraction of the values in each bin [e_i, e_i+1) (the last bin closed: BLEU 100 counts
-    in it); values are first clipped to [e_0, e_last], so each counts in exactly one bin."""
+    """Fraction of the values in each bin (`bin_index`)."""
     bleu = np.asarray(bleu, dtype=float)
     if bleu.size == 0:
         return np.full(len(edges) - 1, np.nan)
-    edges = np.asarray(edges, dtype=float)
-    counts, _ = np.histogram(np.clip(bleu, edges[0], edges[-1]), bins=edges)
-    return counts / bleu.size
+    return np.bincount(bin_index(bleu, edges), minlength=len(edges) - 1) / bleu.size
 
 
-def sentence_groups(frame: pd.DataFrame, size: int, seed: int, by: Sequence[str]) -> pd.DataFrame:
-    """The rows of `frame` that fall in a complete group, with a column `probe_group` (a
-    text id "<cell>/<j>"). Each cell of the columns `by` is cut separately: its rows ordered
-    by (key(seed, group_id), key(seed, sample_id)), then cut into consecutive groups of
-    `size`; the rest (fewer than `size` rows) is dropped."""
-    size = int(size)
-    if size < 1:
-        raise UserError(f"group size must be >= 1, got {size}")
-    require_columns(frame, ["sample_id", "group_id", *by], "sentence groups")
-    if len(frame) == 0:
-        return frame.assign(probe_group=pd.Series(dtype=object))
-    work = frame.reset_index(drop=True)
-    doc_key = work["group_id"].astype(str).map(lambda g: stable_key(f"{seed}/group/{g}"))
-    sent_key = work["sample_id"].astype(str).map(lambda s: stable_key(f"{seed}/sentence/{s}"))
-    cells = work.groupby(list(by), sort=True).indices if by else {(): np.arange(len(work))}
-    chosen, labels = [], []
-    for cell, rows in cells.items():
-        cell = cell if isinstance(cell, tuple) else (cell,)
-        rows = sorted(rows, key=lambda i: (doc_key[i], sent_key[i], i))
-        name = "/".join(str(c) for c in cell) or "all"
-        for j in range(len(rows) // size):
-            chosen.extend(rows[j * size : (j + 1) * size])
-            labels.extend([f"{name}/{j}"] * size)
-    out = work.iloc[chosen].copy()
-    out["probe_group"] = pd.Series(labels, index=out.index, dtype=object)
-    return out.reset_index(drop=True)
+def corpus_bleu_matrix(stats: np.ndarray) -> np.ndarray:
+    """Corpus BLEU (0-100) of each row of summed sufficient statistics (rows x 10, in the order
+    of `mlmia.shadow.features.STAT_COLUMNS`: hyp_len, ref_len, match_1..4, total_1..4):
+    `sacrebleu.metrics.BLEU.compute_bleu` with exp smoothing and no effective order (sacrebleu's
+    corpus defaults), vectorised. Brevity penalty exp(1 - ref/hyp) when hyp < ref (0 for an empty
+    hypothesis); 0 where nothing matches or an order has no n-gram; an order with no match has
+    precision 100 / (2^k total), k the number of orders so far without a match."""
+    stats = np.atleast_2d(np.asarray(stats, dtype=float))
+    hyp, ref = stats[:, 0], stats[:, 1]
+    correct, total = stats[:, 2:6], stats[:, 6:10]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bp = np.where(hyp < ref, np.where(hyp > 0, np.exp(1.0 - ref / np.where(hyp > 0, hyp, 1.0)), 0.0), 1.0)
+        zero = correct == 0
+        k = np.cumsum(zero, axis=1)
+        safe_total = np.where(total > 0, total, 1.0)
+        precision = np.where(zero, 100.0 / (2.0**k * safe_total), 100.0 * correct / safe_total)
+        score = bp * np.exp(np.log(precision).mean(axis=1))
+    dead = (total <= 0).any(axis=1) | ~(correct > 0).any(axis=1)
+    return np.where(dead, 0.0, score)
 
 
-def group_features(
-    grouped: pd.DataFrame, edges: Sequence[float] = BLEU_EDGES, keep: Sequence[str] = ()
-) -> pd.DataFrame:
-    """One row per `probe_group`: its size `n`, the columns `keep` (their first value in the
-    group), the BLEU histogram (`histogram_columns`) and `corpus_bleu`."""
-    require_columns(grouped, ["probe_group", "bleu", *STAT_COLUMNS, *keep], "group features")
-    hist_cols = histogram_columns(edges)
-    records = []
-    for name, rows in grouped.groupby("probe_group", sort=False):
-        record = {"probe_group": name, "n": len(rows)}
-        record.update({c: rows[c].iloc[0] for c in keep})
-        record.update(dict(zip(hist_cols, bleu_histogram(rows["bleu"].to_numpy(), edges))))
-        record["corpus_bleu"] = corpus_bleu_from_stats(rows)
-        records.append(record)
-    return pd.DataFrame.from_records(records, columns=["probe_group", "n", *keep, *hist_cols, "corpus_bleu"])
+def random_groups(docs: np.ndarray, size: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` x `size` row indices of a pool whose rows belong to documents `docs` (one code
+    per row): each group one random sentence of each of `size` random documents (see the module
+    docstring for fewer documents). An empty array (0 x size) when the pool holds fewer than
+    `size` rows."""
+    size, count = int(size), int(count)
+    if size < 1 or count < 0:
+        raise UserError(f"groups need a size >= 1 and a count >= 0, got {size} and {count}")
+    docs = np.asarray(docs)
+    n = len(docs)
+    if n < size or count == 0:
+        return np.zeros((0, size), dtype=np.int64)
+    _, code = np.unique(docs, return_inverse=True)
+    n_docs = int(code.max()) + 1
+    by_doc = np.argsort(code, kind="stable")
+    start = np.r_[0, np.cumsum(np.bincount(code, minlength=n_docs))[:-1]]
+    # within each group: a random order of each document's sentences (rank), random documents first
+    sentence_key = rng.random((count, n))
+    order = np.argsort(code[None, :] + sentence_key, axis=1, kind="stable")
+    rank = np.empty((count, n))
+    rank_sorted = np.arange(n) - start[code[by_doc]]
+    np.put_along_axis(rank, order, np.broadcast_to(rank_sorted, (count, n)), axis=1)
+    doc_key = rng.random((count, n_docs))
+    key = rank + np.take_along_axis(doc_key, np.broadcast_to(code, (count, n)), axis=1)
+    return np.sort(np.argpartition(key, size - 1, axis=1)[:, :size], axis=1).astype(np.int64)
 
 
-def adjustment_shift(alice_groups: pd.DataFrame, bob_groups: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
-    """Per feature: mean over Alice's probe groups minus mean over Bob's (training) groups."""
-    if len(alice_groups) == 0 or len(bob_groups) == 0:
-        raise UserError("adjustment: no groups on one side (Alice's or Bob's)")
-    return alice_groups[list(columns)].mean() - bob_groups[list(columns)].mean()
+def group_feature_matrix(
+    bleu: np.ndarray, stats: np.ndarray, groups: np.ndarray, edges: Sequence[float] = BLEU_EDGES, shift: float = 0.0
+) -> np.ndarray:
+    """Groups x features (`group_feature_columns`): per group (a row of row indices into `bleu`
+    and `stats`), the fraction of its sentence BLEUs (less `shift`) in each bin and its corpus
+    BLEU (less `shift`)."""
+    groups = np.asarray(groups, dtype=np.int64)
+    n_bins = len(edges) - 1
+    if len(groups) == 0:
+        return np.zeros((0, n_bins + 1))
+    bins = bin_index(np.asarray(bleu, dtype=float) - float(shift), edges)[groups]
+    hist = np.zeros((len(groups), n_bins))
+    np.add.at(hist, (np.repeat(np.arange(len(groups)), groups.shape[1]), bins.ravel()), 1.0)
+    corpus = corpus_bleu_matrix(np.asarray(stats, dtype=float)[groups].sum(axis=1)) - float(shift)
+    return np.column_stack([hist / groups.shape[1], corpus])
 
 
-def adjust(groups: pd.DataFrame, shift: pd.Series) -> pd.DataFrame:
-    """`groups` with each feature in `shift` minus the shift (Alice's features moved to Bob's scale)."""
-    out = groups.copy()
-    for column, value in shift.items():
-        out[column] = out[column].astype(float) - float(value)
-    return out
+def adjustment_shift(alice_bleu: np.ndarray, bob_bleu: np.ndarray) -> float:
+    """The paper's adjustment, one number: mean sentence BLEU of Alice's probes minus mean
+    sentence BLEU of Bob's classifier-training rows."""
+    alice_bleu, bob_bleu = np.asarray(alice_bleu, dtype=float), np.asarray(bob_bleu, dtype=float)
+    if alice_bleu.size == 0 or bob_bleu.size == 0:
+        raise UserError("adjustment: no sentences on one side (Alice's or Bob's)")
+    return float(alice_bleu.mean() - bob_bleu.mean())
 
 
-def mixed_groups(
-    in_rows: pd.DataFrame,
-    out_rows: pd.DataFrame,
-    size: int,
-    seed: int,
-    percentages: Sequence[int] = IN_PERCENTAGES,
-    max_groups: int = 100,
-) -> pd.DataFrame:
-    """Figure 7's groups: for each percentage p, groups of `size` sentences of which
-    round(p/100 x size) (Python's round: half to even) are in-probes (`in_rows`) and the rest
-    out-probes (`out_rows`).
-
-    For each p, the in- and out-rows are permuted by `numpy.random.default_rng([seed, p])`
-    and cut into consecutive chunks, so no sentence appears twice at one percentage; as many
-    groups as both pools allow, at most `max_groups`. Returns the rows with `probe_group`,
-    `in_percentage` (the nominal p) and `in_fraction` (the actual share)."""
-    size = int(size)
-    if size < 1:
-        raise UserError(f"group size must be >= 1, got {size}")
-    frames = []
-    for p in percentages:
-        p = int(p)
-        if not 0 <= p <= 100:
-            raise UserError(f"in-percentage must be in [0, 100], got {p}")
-        n_in = int(round(p * size / 100))
-        n_out = size - n_in
-        fits = [len(in_rows) // n_in] if n_in else []
-        fits += [len(out_rows) // n_out] if n_out else []
-        n_groups = min([int(max_groups), *fits])
-        if n_groups < 1:
-            raise UserError(
-                f"mixed groups at {p}% in: {len(in_rows)} in- and {len(out_rows)} out-probes cannot fill one group "
-                f"of {size}"
-            )
-        rng = np.random.default_rng([int(seed), p])
-        in_perm = rng.permutation(len(in_rows))
-        out_perm = rng.permutation(len(out_rows))
-        for j in range(n_groups):
-            part = pd.concat(
-                [
-                    in_rows.iloc[in_perm[j * n_in : (j + 1) * n_in]],
-                    out_rows.iloc[out_perm[j * n_out : (j + 1) * n_out]],
-                ],
-                ignore_index=True,
-            )
-            part["probe_group"] = f"{p}/{j}"
-            part["in_percentage"] = p
-            part["in_fraction"] = n_in / size
-            frames.append(part)
-    return pd.concat(frames, ignore_index=True)
+def top_share_calls(
+    score: np.ndarray, truth: np.ndarray, percentages: Sequence[float] = TOP_PERCENTAGES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Figure 7: (precision, accuracy) per percentage N of calling the ceil(N/100 x groups)
+    groups of highest score "in" and the rest "out" (ties in score broken by position: the
+    earlier group first). Precision: the share of truly-in groups among those called in;
+    accuracy: the share of all groups called right. NaN for every N when there are no groups."""
+    score, truth = np.asarray(score, dtype=float), np.asarray(truth, dtype=bool)
+    n = len(score)
+    percentages = np.asarray(percentages, dtype=float)
+    if n == 0:
+        return np.full(len(percentages), np.nan), np.full(len(percentages), np.nan)
+    ranked = truth[np.argsort(-score, kind="stable")]
+    hits = np.r_[0, np.cumsum(ranked)]
+    k = np.array([max(1, math.ceil(p * n / 100.0 - 1e-9)) for p in percentages])
+    precision = hits[k] / k
+    # right: the called-in that are in, plus the called-out that are out
+    accuracy = (hits[k] + ((n - k) - (truth.sum() - hits[k]))) / n
+    return precision, accuracy

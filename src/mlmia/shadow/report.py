@@ -1,35 +1,36 @@
-"""The paper's tables and Figure 7 for the shadow-model attack on MLMs (Hisamoto, Post and Duh, TACL 2020,
-Tables 2-6 and Figure 7), as tidy DataFrames, Markdown and a plot, and the findings read off them.
+"""The paper's tables and Figure 7 for the shadow-model attack (Hisamoto, Post and Duh, TACL 2020,
+Tables 2-6 and Figure 7), as tidy DataFrames, Markdown and a plot.
 
 Inputs are two feature tables, never text:
 
 - Bob's labelled pairs (`bob_feature_table`): one row per (sentence of Bob, shadow model)
-  with `sample_id`, `group_id`, `shadow`, `member`, `split` (train/valid/test) and the
-  shadow model's fill-in features of the sentence (`mlmia.shadow.features`);
+  with `sample_id`, `group_id`, `shadow`, `member`, `split` (train/valid/test), `oov` (the
+  sentence holds a word that shadow never trained on) and the shadow model's features of the
+  sentence;
 - the probes (`probe_feature_table`): Carol's probes with `member` (True for in-probes),
-  `probe_set` ("alice" for in- and out-probes, "ood"), `subcorpus`, `group_id`, `oov` and
-  Alice's model's fill-in features.
+  `probe_set` ("alice" for in- and out-probes, "ood"), `subcorpus`, `group_id`, `oov` (a word
+  none of Bob's shadows trained on) and Alice's model's features.
 
-Tables (tidy columns `TIDY_COLUMNS`; accuracy as a fraction, intervals from the group
-bootstrap of `mlmia.shadow.classify`):
+The features are a target's black-box outputs: sentence BLEU, its 1-4-gram precisions, the model
+score and the BLEU statistics (`mlmia.shadow.features`); nothing here is specific to a masked
+language model.
 
-- Table 2: the five classifiers on BLEU and top-1 accuracy, trained on Bob:train,
+Tables (tidy columns `TIDY_COLUMNS`; accuracy and AUC as fractions, each with its group-bootstrap
+interval, `mlmia.shadow.classify`):
+
+- Table 2: the five classifiers on BLEU and its n-gram precisions, trained on Bob:train,
   evaluated on Bob:train, Bob:valid, Bob:test and on Alice's probes (the real attack).
-- Table 3: the same with the model score (fill-in energy) added.
+- Table 3: the same with the model score added.
 - Table 4: Table 2's classifiers on each OOD subcorpus's probes, all "out": accuracy is the
-  fraction called out.
-- Table 5: Table 2's classifiers on the out-of-vocabulary subsets: probes holding a word
-  absent from Bob's text (`mlmia.shadow.features.oov_flags`): all of Alice's such probes,
-  its in- and out-probes apart, and the OOD probes.
-- Table 6: group classifiers (`mlmia.shadow.groups`) trained on Bob's groups of n
-  sentences, on Bob's groups and Alice's probe groups with raw and adjusted features. Here
-  the bootstrap resamples the probe groups (sets of sentences), not documents: a group's
-  prediction depends on all its sentences. With one probe per document (the default of
-  `carol_split`) no document is in two of Alice's probe groups.
-- Figure 7: the group classifiers on groups mixing in- and out-probes.
+  fraction called out (no AUC: one class).
+- Table 5: Table 2's classifiers on the out-of-vocabulary subsets, as the paper: Bob:test's
+  pairs whose sentence holds a word the queried shadow never trained on (all "out": a sentence a
+  shadow trains on is never OOV for it), beside Bob:test's out-pairs without one; and Alice's
+  probes holding a word none of Bob's shadows trained on, in and out.
+- Table 6 and Figure 7: the group-level attack (`mlmia.shadow.group_eval`).
 
-`selected` marks the classifier Bob would pick, the best on Bob:valid (ties: the paper's
-order). The Markdown renderer prints accuracy in percent, names and counts only.
+`selected` marks the classifier Bob would pick, the best on Bob:valid (ties: the paper's order).
+The Markdown renderer prints accuracy in percent and the AUC as a fraction, names and counts only.
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.io import atomic_path, require_columns
-from mlmia.metrics.intervals import group_bootstrap
-from mlmia.report.finding import Finding, interval_verdict, render_findings
+from mlmia.report.finding import render_findings
 from mlmia.report.markdown import markdown_table
 from mlmia.shadow.classify import (
     ACCURACY_COLUMNS,
@@ -52,41 +52,30 @@ from mlmia.shadow.classify import (
     N_BOOTSTRAP,
     accuracy_table,
     fit_classifiers,
-    predict,
 )
 from mlmia.shadow.features import oov_flags
-from mlmia.shadow.groups import (
-    BLEU_EDGES,
-    IN_PERCENTAGES,
-    adjust,
-    adjustment_shift,
-    group_feature_columns,
-    group_features,
-    mixed_groups,
-    sentence_groups,
-)
+from mlmia.shadow.findings import FINDINGS_TITLE, NEAR_CHANCE_MARGIN, findings, findings_method
+from mlmia.shadow.group_eval import group_study
+from mlmia.shadow.groups import BINS, TOP_PERCENTAGES, bleu_edges
 from mlmia.shadow.split import probe_table
 
 TIDY_COLUMNS = ["table", "features", *ACCURACY_COLUMNS, "selected"]
-FIGURE_COLUMNS = ["classifier", "features", "in_percentage", "accuracy", "ci_low", "ci_high", "called_in", "n_groups"]
 BOB_SETS = ("Bob:train", "Bob:valid", "Bob:test")
 TITLES = {
-    "table2": "Table 2: sample-level attack (features: sentence BLEU, top-1 accuracy)",
-    "table3": "Table 3: sample-level attack with the model score (features: BLEU, top-1 accuracy, energy)",
+    "table2": "Table 2: sample-level attack (features: sentence BLEU and its 1-4-gram precisions)",
+    "table3": "Table 3: sample-level attack with the model score (features: Table 2's and the model score)",
     "table4": "Table 4: out-of-domain probes (all out; accuracy = fraction called out)",
-    "table5": "Table 5: out-of-vocabulary subsets (probes holding a word absent from Bob's text)",
-    "table6": "Table 6: group-level attack (BLEU histogram and corpus BLEU of groups of sentences)",
+    "table5": "Table 5: out-of-vocabulary subsets (a word the queried model's shadow never trained on)",
+    "table6": "Table 6: group-level attack (BLEU histogram and corpus BLEU of random groups of sentences)",
 }
-#: margin around 0.5 within which an accuracy counts as near chance (besides an interval holding 0.5)
-NEAR_CHANCE_MARGIN = 0.05
 
 
 # --------------------------------------------------------------------------- assembling the inputs
 
 
 def bob_feature_table(pairs: pd.DataFrame, features_by_shadow: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    """Bob's labelled pairs (`shadow_splits`) with each shadow model's fill-in features of the
-    sentence (`features_by_shadow[s]`: `fill_in_features` of shadow model s on Bob's data)."""
+    """Bob's labelled pairs (`shadow_splits`) with each shadow model's features of the sentence
+    (`features_by_shadow[s]`: shadow model s's features of its pairs' sentences)."""
     require_columns(pairs, ["sample_id", "group_id", "shadow", "member", "split"], "Bob's pairs")
     frames = []
     for shadow in sorted(pairs["shadow"].unique()):
@@ -94,6 +83,7 @@ def bob_feature_table(pairs: pd.DataFrame, features_by_shadow: Mapping[int, pd.D
             raise UserError(f"Bob's features: none for shadow model {int(shadow)}")
         rows = pairs[pairs["shadow"] == shadow]
         feats = features_by_shadow[int(shadow)].drop(columns=["text"], errors="ignore")
+        require_columns(feats, ["sample_id", "bleu"], f"features of shadow model {int(shadow)}")
         merged = rows.merge(feats.assign(sample_id=feats["sample_id"].astype(str)), on="sample_id", how="left")
         missing = int(merged["bleu"].isna().sum())
         if missing:
@@ -103,11 +93,13 @@ def bob_feature_table(pairs: pd.DataFrame, features_by_shadow: Mapping[int, pd.D
 
 
 def probe_feature_table(split: pd.DataFrame, alice_features: pd.DataFrame) -> pd.DataFrame:
-    """Carol's probes (`probe_table` of a `carol_split` table) with Alice's model's fill-in
-    features and the `oov` flag against Bob's text (the split's `bob` rows); no text column."""
+    """Carol's probes (`probe_table` of a `carol_split` table) with Alice's model's features and
+    the `oov` flag against all of Bob's text (every shadow trains on all of Bob's data but a
+    slice, so this is the words no shadow trained on); no text column."""
     probes = probe_table(split)
     probes["oov"] = oov_flags(probes["text"], split.loc[split["bob"].astype(bool), "text"])
     feats = alice_features.drop(columns=["text"], errors="ignore")
+    require_columns(feats, ["sample_id", "bleu"], "Alice's features")
     merged = probes.drop(columns=["text"]).merge(
         feats.assign(sample_id=feats["sample_id"].astype(str)), on="sample_id", how="left"
     )
@@ -164,133 +156,61 @@ def ood_table(
 
 
 def oov_table(
-    classifiers: dict, probes: pd.DataFrame, features: Sequence[str], seed: int, n_bootstrap: int = N_BOOTSTRAP
+    classifiers: dict,
+    bob: pd.DataFrame,
+    probes: pd.DataFrame,
+    features: Sequence[str],
+    seed: int,
+    n_bootstrap: int = N_BOOTSTRAP,
 ) -> pd.DataFrame:
-    """Table 5: accuracy on the OOV subsets (an empty subset gives NaN)."""
-    oov = probes[probes["oov"].astype(bool)]
-    alice = oov[oov["probe_set"] == "alice"]
+    """Table 5: accuracy (and AUC where both classes occur) on the OOV subsets; an empty subset
+    gives NaN."""
+    require_columns(bob, ["oov"], "Table 5: Bob's pairs")
+    test = bob[bob["split"] == "test"]
+    out_rows = test[~test["member"].astype(bool)]
+    oov = probes[probes["oov"].astype(bool) & (probes["probe_set"] == "alice")]
     sets = {
-        "Alice OOV": alice,
-        "Alice OOV in": alice[alice["member"].astype(bool)],
-        "Alice OOV out": alice[~alice["member"].astype(bool)],
-        "OOD OOV": oov[oov["probe_set"] == "ood"],
+        "Bob:test OOV": test[test["oov"].astype(bool)],
+        "Bob:test out, no OOV": out_rows[~out_rows["oov"].astype(bool)],
+        "Alice OOV": oov,
+        "Alice OOV in": oov[oov["member"].astype(bool)],
+        "Alice OOV out": oov[~oov["member"].astype(bool)],
     }
     return _tidy("table5", " + ".join(features), accuracy_table(classifiers, sets, features, seed, n_bootstrap))
 
 
-def _group_sets(bob: pd.DataFrame, probes: pd.DataFrame, size: int, seed: int, edges) -> tuple[dict, pd.DataFrame]:
-    bob_groups = group_features(
-        sentence_groups(bob, size, seed, ["split", "shadow", "member"]), edges, keep=["split", "member"]
-    )
-    alice = probes[probes["probe_set"] == "alice"]
-    alice_groups = group_features(sentence_groups(alice, size, seed, ["member"]), edges, keep=["member"])
-    sets = {f"Bob:{s}": bob_groups[bob_groups["split"] == s] for s in ("train", "valid", "test")}
-    for name, frame in [*sets.items(), ("Alice", alice_groups)]:
-        if frame["member"].nunique() < 2:
-            raise UserError(
-                f"Table 6: {name} has {len(frame)} complete groups of {size}, not both in and out; give more "
-                "probes or a smaller group size"
-            )
-    return sets, alice_groups
-
-
-def group_table(
-    bob: pd.DataFrame,
-    probes: pd.DataFrame,
-    seed: int,
-    n_bootstrap: int = N_BOOTSTRAP,
-    size: int = 10,
-    edges: Sequence[float] = BLEU_EDGES,
-) -> tuple[pd.DataFrame, dict, pd.Series]:
-    """Table 6: (tidy, group classifiers, adjustment shift). The classifiers are trained on
-    Bob:train's groups (raw features) and evaluated on Bob's groups, on Alice's probe groups
-    with raw features ("Alice (raw)") and with adjusted ones ("Alice (adjusted)")."""
-    columns = group_feature_columns(edges)
-    sets, alice_groups = _group_sets(bob, probes, size, seed, edges)
-    classifiers = fit_classifiers(sets["Bob:train"], columns, seed)
-    shift = adjustment_shift(alice_groups, sets["Bob:train"], columns)
-    raw = accuracy_table(
-        classifiers, {**sets, "Alice (raw)": alice_groups}, columns, seed, n_bootstrap, group="probe_group"
-    )
-    adjusted = accuracy_table(
-        classifiers, {"Alice (adjusted)": adjust(alice_groups, shift)}, columns, seed, n_bootstrap, group="probe_group"
-    )
-    tidy = _tidy("table6", f"groups of {int(size)}", pd.concat([raw, adjusted], ignore_index=True))
-    order = {c: i for i, c in enumerate(classifiers)}
-    tidy = tidy.sort_values("classifier", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
-    return tidy, classifiers, shift
-
-
-def mixed_table(
-    classifiers: dict,
-    probes: pd.DataFrame,
-    seed: int,
-    n_bootstrap: int = N_BOOTSTRAP,
-    size: int = 10,
-    edges: Sequence[float] = BLEU_EDGES,
-    shift: pd.Series | None = None,
-    percentages: Sequence[int] = IN_PERCENTAGES,
-    max_groups: int = 100,
-    in_threshold: float = 0.5,
-) -> pd.DataFrame:
-    """Figure 7's numbers: for each in-percentage, the group classifiers' accuracy on mixed
-    groups of Alice's probes (truth "in" when the in-share is >= `in_threshold`), its
-    interval (bootstrap over the mixed groups) and `called_in`, the fraction called in.
-    With `shift` the features are adjusted (`mlmia.shadow.groups.adjust`)."""
-    columns = group_feature_columns(edges)
-    alice = probes[probes["probe_set"] == "alice"]
-    mixed = mixed_groups(
-        alice[alice["member"].astype(bool)], alice[~alice["member"].astype(bool)], size, seed, percentages, max_groups
-    )
-    groups = group_features(mixed, edges, keep=["in_percentage", "in_fraction"])
-    if shift is not None:
-        groups = adjust(groups, shift)
-    rows = []
-    for p, frame in groups.groupby("in_percentage", sort=True):
-        pred = predict(classifiers, frame, columns)
-        truth = frame["in_fraction"].to_numpy(dtype=float) >= float(in_threshold) - 1e-12
-        correct = np.column_stack([pred[c].to_numpy() == truth for c in classifiers])
-        point, low, high = group_bootstrap(correct, frame["probe_group"], None, seed, n_bootstrap, stratum=f"mixed/{p}")
-        for c, name in enumerate(classifiers):
-            rows.append(
-                {
-                    "classifier": name,
-                    "features": "raw" if shift is None else "adjusted",
-                    "in_percentage": int(p),
-                    "accuracy": float(point[c]),
-                    "ci_low": float(low[c]),
-                    "ci_high": float(high[c]),
-                    "called_in": float(pred[name].mean()),
-                    "n_groups": len(frame),
-                }
-            )
-    return pd.DataFrame(rows, columns=FIGURE_COLUMNS)
-
-
-def plot_mixed(figure: pd.DataFrame, path: str | os.PathLike, title: str = "Figure 7: mixed groups") -> None:
-    """Plot Figure 7 to `path` (format from its suffix: png, pdf, svg), written atomically:
-    left, accuracy with its interval against the percentage of in-sentences, one line per
-    classifier; right, the fraction of groups called in."""
+def plot_top_share(figure: pd.DataFrame, path: str | os.PathLike, title: str = "Figure 7") -> None:
+    """Plot Figure 7 to `path` (format from its suffix: png, pdf, svg), written atomically: the
+    precision of calling the top N% of Alice's pure groups "in" against N, with its interval,
+    one line per classifier; left raw features, right adjusted. A random ranking's precision is
+    the share of in-groups (50%)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     suffix = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for name, rows in figure.groupby("classifier", sort=False):
-        rows = rows.sort_values("in_percentage")
-        x = rows["in_percentage"].to_numpy()
-        (line,) = left.plot(x, 100 * rows["accuracy"], marker="o", ms=3, lw=1.2, label=name)
-        left.fill_between(x, 100 * rows["ci_low"], 100 * rows["ci_high"], color=line.get_color(), alpha=0.15, lw=0)
-        right.plot(x, 100 * rows["called_in"], marker="o", ms=3, lw=1.2, label=name)
-    for ax, label in ((left, "accuracy (%)"), (right, "groups called in (%)")):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, kind in zip(axes, ("raw", "adjusted")):
+        for name, rows in figure[figure["features"] == kind].groupby("classifier", sort=False):
+            rows = rows.sort_values("top_percentage")
+            x = rows["top_percentage"].to_numpy()
+            (line,) = ax.plot(x, 100 * rows["precision"], marker="o", ms=3, lw=1.2, label=name)
+            ax.fill_between(
+                x,
+                100 * rows["precision_ci_low"],
+                100 * rows["precision_ci_high"],
+                color=line.get_color(),
+                alpha=0.12,
+                lw=0,
+            )
         ax.axhline(50, color="grey", lw=0.8, ls="--")
-        ax.set_xlabel("in-sentences in the group (%)")
-        ax.set_ylabel(label)
+        ax.set_xlabel("groups called in: top N% by the classifier's score")
+        ax.set_title(f"{kind} features", fontsize=10)
         ax.set_ylim(-2, 102)
         ax.grid(alpha=0.3)
-    left.legend(fontsize=8)
+    axes[0].set_ylabel("precision of the calls (%)")
+    axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     with atomic_path(path) as tmp:
@@ -307,37 +227,25 @@ def shadow_tables(
     seed: int,
     *,
     n_bootstrap: int = N_BOOTSTRAP,
-    group_size: int = 10,
-    edges: Sequence[float] = BLEU_EDGES,
-    percentages: Sequence[int] = IN_PERCENTAGES,
-    max_mixed_groups: int = 100,
-    in_threshold: float = 0.5,
-    figure_features: str = "raw",
+    group_size: int = 50,
+    groups: int = 100,
+    bins: int = BINS,
+    percentages: Sequence[float] = TOP_PERCENTAGES,
     margin: float = NEAR_CHANCE_MARGIN,
-) -> dict[str, pd.DataFrame | list[Finding]]:
-    """Tables 2-6 and Figure 7's numbers ("figure7"; features "raw" or "adjusted") as tidy
-    DataFrames keyed table2 ... table6, figure7, and the findings (`Finding` records, "findings")."""
-    if figure_features not in ("raw", "adjusted"):
-        raise UserError(f"figure features must be raw or adjusted, got {figure_features!r}")
+) -> dict:
+    """Tables 2-6 and Figure 7's numbers as tidy DataFrames keyed table2 ... table6, figure7, the
+    adjustment shift ("shift") and the findings (`Finding` records, "findings")."""
     table2, classifiers = sample_table(bob, probes, FEATURES, seed, n_bootstrap, "table2")
     table3, _ = sample_table(bob, probes, MODEL_SCORE_FEATURES, seed, n_bootstrap, "table3")
     table4 = ood_table(classifiers, probes, FEATURES, seed, n_bootstrap)
-    table5 = oov_table(classifiers, probes, FEATURES, seed, n_bootstrap)
-    table6, group_classifiers, shift = group_table(bob, probes, seed, n_bootstrap, group_size, edges)
-    figure7 = mixed_table(
-        group_classifiers,
-        probes,
-        seed,
-        n_bootstrap,
-        group_size,
-        edges,
-        shift if figure_features == "adjusted" else None,
-        percentages,
-        max_mixed_groups,
-        in_threshold,
+    table5 = oov_table(classifiers, bob, probes, FEATURES, seed, n_bootstrap)
+    rows, figure7, _, shift = group_study(
+        bob, probes, seed, n_bootstrap, group_size, groups, bleu_edges(bins), percentages
     )
+    table6 = _tidy("table6", f"groups of {int(group_size)}", rows)
     tables = {"table2": table2, "table3": table3, "table4": table4, "table5": table5, "table6": table6}
     tables["figure7"] = figure7
+    tables["shift"] = shift
     tables["findings"] = findings(tables, margin, n_bootstrap)
     return tables
 
@@ -349,31 +257,41 @@ def _percent(value: float) -> str:
     return "–" if value is None or not np.isfinite(value) else f"{100 * value:.1f}"
 
 
+def _fraction(value: float) -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{value:.2f}"
+
+
+def _cell(r) -> str:
+    text = _percent(r["accuracy"])
+    if np.isfinite(r["ci_low"]):
+        text += f" [{_percent(r['ci_low'])}, {_percent(r['ci_high'])}]"
+    if np.isfinite(r["auc"]):
+        text += f" / {_fraction(r['auc'])}"
+        if np.isfinite(r["auc_ci_low"]):
+            text += f" [{_fraction(r['auc_ci_low'])}, {_fraction(r['auc_ci_high'])}]"
+    return text
+
+
 def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTRAP) -> str:
     """A tidy table as Markdown: one row per classifier (the one Bob selects marked *), one
-    column per evaluation set, cells "accuracy [interval]" in percent, a last row with the
-    number of rows and of bootstrap units of each set; one line of notes above."""
-    unit = "probe groups" if (tidy["table"] == "table6").any() else "documents/patients"
-    note = f"Accuracy (%) [brackets: 95% percentile bootstrap interval, {int(n_bootstrap)} resamples of {unit}]"
+    column per evaluation set, cells "accuracy [interval] / AUC [interval]", accuracy in percent,
+    a last row with the number of rows (groups, for Table 6) and of bootstrap units of each set."""
+    groups = (tidy["table"] == "table6").any()
+    unit = "documents (groups rebuilt from the drawn documents)" if groups else "documents/patients"
+    note = f"Accuracy (%) / AUC [brackets: 95% percentile bootstrap intervals, {int(n_bootstrap)} resamples of {unit}]"
     if tidy["selected"].any():
         note += "; * the classifier Bob selects (best on Bob:valid)"
     if tidy["accuracy"].isna().any():
         note += "; – no probe in that set"
-    lines = [f"# {title}", "", note + "; last row: n (bootstrap units).", ""]
+    if tidy["auc"].isna().any():
+        note += "; no AUC where the set holds one class only"
+    last = "groups (documents)" if groups else "rows (bootstrap units)"
+    lines = [f"# {title}", "", note + f"; last row: n {last}.", ""]
     headers = list(dict.fromkeys(tidy["evaluation"]))
     body = []
     for name in dict.fromkeys(tidy["classifier"]):
         rows = tidy[tidy["classifier"] == name].set_index("evaluation")
-        cells = []
-        for h in headers:
-            if h not in rows.index:
-                cells.append("")
-                continue
-            r = rows.loc[h]
-            text = _percent(r["accuracy"])
-            if np.isfinite(r["ci_low"]):
-                text += f" [{_percent(r['ci_low'])}, {_percent(r['ci_high'])}]"
-            cells.append(text)
+        cells = [_cell(rows.loc[h]) if h in rows.index else "" for h in headers]
         mark = " *" if bool(rows["selected"].any()) else ""
         body.append([f"{name}{mark}", *cells])
     counts = tidy.drop_duplicates("evaluation").set_index("evaluation")
@@ -383,106 +301,49 @@ def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTR
 
 
 def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int = N_BOOTSTRAP) -> str:
-    """Figure 7's numbers as a Markdown table: rows classifiers, columns in-percentages."""
+    """Figure 7's numbers as Markdown: per features (raw, adjusted) a table, rows classifiers,
+    columns N, cells "precision [interval] (accuracy)" of calling the top N% of groups in."""
     lines = [
-        "# Figure 7: group-level attack on groups mixing in- and out-probes",
+        "# Figure 7: Alice's pure groups ranked by the classifier's score, the top N% called in",
         "",
-        f"Accuracy (%) [brackets: 95% percentile bootstrap interval, {int(n_bootstrap)} resamples of mixed groups] "
-        "against the percentage of in-sentences; (called in: % of groups called in).",
+        f"Precision (%) of the calls [brackets: 95% percentile bootstrap interval, {int(n_bootstrap)} resamples of "
+        "documents, the groups rebuilt] (accuracy of all calls, %); half of the groups are in, so a ranking without "
+        "signal has precision 50%.",
         "",
     ]
-    headers = [f"{int(p)}%" for p in sorted(figure["in_percentage"].unique())]
-    body = []
-    for name, rows in figure.groupby("classifier", sort=False):
-        rows = rows.sort_values("in_percentage")
-        cells = [
-            f"{_percent(r.accuracy)} [{_percent(r.ci_low)}, {_percent(r.ci_high)}] ({_percent(r.called_in)})"
-            for r in rows.itertuples()
-        ]
-        body.append([name, *cells])
-    lines += [markdown_table(["classifier", *headers], body), ""]
+    for kind in ("raw", "adjusted"):
+        part = figure[figure["features"] == kind]
+        if part.empty:
+            continue
+        headers = [f"top {p:g}%" for p in sorted(part["top_percentage"].unique())]
+        body = []
+        for name, rows in part.groupby("classifier", sort=False):
+            rows = rows.sort_values("top_percentage")
+            body.append(
+                [
+                    name,
+                    *(
+                        f"{_percent(r.precision)} [{_percent(r.precision_ci_low)}, {_percent(r.precision_ci_high)}] "
+                        f"({_percent(r.accuracy)})"
+                        for r in rows.itertuples()
+                    ),
+                ]
+            )
+        n = int(part["n"].iloc[0])
+        lines += [f"## {kind} features ({n} groups)", "", markdown_table(["classifier", *headers], body), ""]
     return "\n".join(lines)
 
 
-def render_all(tables: Mapping[str, pd.DataFrame | list[Finding]], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, str]:
+def render_all(tables: Mapping[str, object], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, str]:
     """Markdown of every table `shadow_tables` returns (keys as there)."""
     out = {key: render_markdown(tables[key], TITLES[key], n_bootstrap) for key in TITLES if key in tables}
+    if "shift" in tables and "table6" in out:
+        out["table6"] += (
+            f"\nAdjustment (the paper's single mean shift): Alice's sentence and corpus BLEU moved by "
+            f"{-float(tables['shift']):+.2f} BLEU points (her probes' mean sentence BLEU minus Bob's training rows').\n"
+        )
     if "figure7" in tables:
         out["figure7"] = render_figure_markdown(tables["figure7"], n_bootstrap)
     if "findings" in tables:
         out["findings"] = render_findings(tables["findings"], FINDINGS_TITLE, findings_method(n_bootstrap))
     return out
-
-
-# --------------------------------------------------------------------------- findings
-
-CHECKS = {
-    "near_chance": "sample-level accuracy on Alice's probes is near 50%",
-    "ood_above_chance": "accuracy on out-of-domain probes is above chance",
-    "group_above_chance": "group-level accuracy on Alice's probe groups is above chance",
-}
-CHANCE = 0.5
-FINDINGS_TITLE = "Findings of Hisamoto et al. (TACL 2020), checked on this run"
-
-
-def near_chance(accuracy: float, low: float, high: float, margin: float = NEAR_CHANCE_MARGIN) -> bool:
-    """Near 50%: the interval holds 0.5, or the accuracy is within `margin` of it."""
-    return bool((low <= 0.5 <= high) or abs(accuracy - 0.5) <= margin)
-
-
-def findings(
-    tables: Mapping[str, pd.DataFrame], margin: float = NEAR_CHANCE_MARGIN, n_bootstrap: int = N_BOOTSTRAP
-) -> list[Finding]:
-    """The paper's findings checked cell by cell, each cell's accuracy against chance (0.5; margin 0),
-    the difference's interval the accuracy's group-bootstrap interval less 0.5
-    (`mlmia.report.finding` maps the old holds / does not hold onto the verdicts):
-
-    - near_chance (Tables 2 and 3, Alice): holds when |accuracy - 0.5| <= margin or the interval
-      holds 0.5 (`near_chance`); its verdict *not separated* agrees, *separated* or *reversed* not;
-    - ood_above_chance (Table 4, every OOD subcorpus): holds when the accuracy is above 0.5,
-      *separated* when its interval is;
-    - group_above_chance (Table 6, Alice raw and adjusted): the same.
-    """
-    out = []
-
-    def add(check: str, table: str, r, holds: bool, measure: str = "accuracy") -> None:
-        low, high = r.ci_low - CHANCE, r.ci_high - CHANCE
-        verdict = interval_verdict(low, high, 0.0)
-        out.append(
-            Finding(
-                finding=check, claim=CHECKS[check], kind="finding", scope=table, measure=measure,
-                first=f"{r.classifier} on {r.evaluation}", first_value=float(r.accuracy),
-                first_ci_low=float(r.ci_low), first_ci_high=float(r.ci_high), second="chance",
-                second_value=CHANCE, difference=float(r.accuracy - CHANCE), difference_ci_low=float(low),
-                difference_ci_high=float(high),
-                interval="group bootstrap, 95% percentile interval (the accuracy's, less 0.5)",
-                n=int(n_bootstrap) if verdict != "not resolvable" else 0, margin=0.0, holds=bool(holds),
-                verdict=verdict, note="no probe in that set" if verdict == "not resolvable" else "",
-                number_format=".1%",
-            )
-        )  # fmt: skip
-
-    band = f"accuracy; near 50%: within {100 * margin:g} points of it, or its interval holds it"
-    for key in ("table2", "table3"):
-        if key in tables:
-            for r in tables[key][tables[key]["evaluation"] == "Alice"].itertuples():
-                add("near_chance", key, r, near_chance(r.accuracy, r.ci_low, r.ci_high, margin), band)
-    if "table4" in tables:
-        for r in tables["table4"].itertuples():
-            add("ood_above_chance", "table4", r, r.accuracy > CHANCE)
-    if "table6" in tables:
-        t6 = tables["table6"]
-        for r in t6[t6["evaluation"].str.startswith("Alice")].itertuples():
-            add("group_above_chance", "table6", r, r.accuracy > CHANCE)
-    return out
-
-
-def findings_method(n_bootstrap: int = N_BOOTSTRAP) -> str:
-    """The method paragraph of the shadow study's findings file."""
-    return (
-        "Each attack classifier's accuracy on a set of probes against chance (50%). In brackets: 95% percentile "
-        f"intervals of the group bootstrap ({int(n_bootstrap)} resamples of documents, of probe groups for Table 6; "
-        "n: the resamples); the difference's interval is the accuracy's less 50%. *Above chance* holds when the "
-        "accuracy is above 50%. *Near 50%* is a claim that the difference is small: it holds when the accuracy is "
-        "within the band of the measure or its interval holds 50% (*not separated*, the verdict that agrees with it)."
-    )

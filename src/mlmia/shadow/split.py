@@ -201,47 +201,66 @@ def probe_table(split: pd.DataFrame) -> pd.DataFrame:
     return probes.reset_index(drop=True)
 
 
-def _balanced_halves(sizes: dict[str, int], order: list[str]) -> set[str]:
-    """Groups (in `order`) put one by one on the side with fewer sentences so far (ties: in);
-    returns the 'in' side. The two sides differ by at most the largest group's size."""
-    n_in = n_out = 0
-    chosen = set()
-    for group in order:
-        if n_in <= n_out:
-            chosen.add(group)
-            n_in += sizes[group]
-        else:
-            n_out += sizes[group]
-    return chosen
+def _cut(groups: list[str], fractions: tuple[float, ...]) -> list[list[str]]:
+    """`groups` cut in order into len(fractions) consecutive runs of sizes floor(n f_i / sum f)
+    (each at least one group), the last run taking the rest."""
+    n, total = len(groups), sum(fractions)
+    sizes = [max(1, math.floor(n * f / total)) for f in fractions[:-1]]
+    for i in range(len(sizes)):  # leave at least one group for every later run
+        sizes[i] = min(sizes[i], n - sum(sizes[:i]) - (len(fractions) - 1 - i))
+    bounds = np.cumsum([0, *sizes, n - sum(sizes)])
+    return [groups[bounds[i] : bounds[i + 1]] for i in range(len(fractions))]
+
+
+def slice_name(pair: int, sign: str) -> str:
+    """The name of a held-out slice: "<pair>+" or "<pair>-" (the paper's Figure 4)."""
+    return f"{int(pair)}{sign}"
 
 
 def shadow_splits(
     bob_data: pd.DataFrame,
     n_shadows: int,
+    slice_share: float,
     seed: int,
     *,
     fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
 ) -> pd.DataFrame:
-    """Bob's shadow models' training sets and his classifier's splits (the paper's Section 3.2).
+    """Bob's shadow models, held-out slices and classifier splits (the paper's Section 3.2 and
+    Figure 4): the shadow models come in pairs (k+, k-) that train on all of Bob's data but one
+    small slice each, the slice the other of the pair trains on.
 
-    Returns one row per (sentence of Bob, shadow model): `sample_id`, `group_id`, `shadow`
-    (0 .. n_shadows - 1), `member` (the shadow model trains on the sentence) and `split`
-    ("train", "valid", "test": where the labelled pair goes for the classifier).
+    - Slices: for each subcorpus of Bob's data (all together without a `subcorpus` column) the
+      groups (documents), in key order of (seed, "slice", group), are dealt round-robin to
+      2 x pairs slices "0+", "0-", "1+", ... until each holds max(1, round(slice_share x groups))
+      groups; the rest of Bob's data is in no slice. Shadow 2k ("k+") trains on Bob's data
+      without slice "k-", shadow 2k+1 ("k-") without slice "k+": each slice is "in" for one
+      shadow of its pair and "out" for the other, and both shadows of a pair, like every other
+      shadow, train on nearly all of Bob's data, as Alice trains on all of hers.
+    - Labelled pairs (the rows returned): for each shadow, the sentences of its pair's two
+      slices, `member` True for the slice it trains on; balanced up to the slices' sizes.
+    - Classifier split: each slice's groups, in key order of (seed, "classifier", group), are cut
+      by `fractions` into "train", "valid" and "test" (each at least one group), so every split
+      holds in- and out-rows of every shadow, and no document of Bob:valid or Bob:test was seen
+      by the classifier in training. The paper does not say how Bob splits his labelled data;
+      by document within each slice is our choice.
 
-    - Membership, for each shadow model s and each subcorpus (all together if Bob's table has
-      no `subcorpus` column): the groups, in key order of (seed, "shadow", s, group), go one by
-      one to the side (in or out) holding fewer sentences so far. So half the groups'
-      sentences are in, half out (up to one group), different for each shadow model.
-    - Classifier split: the groups, in key order of (seed, "classifier", group), are cut by
-      `fractions` (train, valid, test; each at least one group). A group's pairs of every
-      shadow model go to the same split, so no document of Bob:valid or Bob:test was seen
-      by the classifier in training. The paper splits Bob's labelled data into these three
-      sets without saying how; by group is our choice.
+    Returns one row per (shadow, sentence of its pair's slices): `sample_id`, `group_id`,
+    `shadow` (0 .. n_shadows - 1), `pair`, `slice` (the sentence's slice), `member`, `split`.
+    `shadow_training_ids` gives a shadow's training sentences.
     """
     require_columns(bob_data, ["sample_id", "group_id"], "shadow_splits: Bob's data")
     n_shadows = int(n_shadows)
-    if n_shadows < 1:
-        raise UserError(f"shadow_splits: n_shadows must be >= 1, got {n_shadows}")
+    if n_shadows < 2 or n_shadows % 2:
+        raise UserError(
+            f"shadow_splits: shadows come in pairs (k+, k-); n_shadows must be even and >= 2, got {n_shadows}"
+        )
+    n_pairs = n_shadows // 2
+    share = float(slice_share)
+    if not 0 < share or 2 * n_pairs * share > 1 + 1e-9:
+        raise UserError(
+            f"shadow_splits: slice_share {slice_share} with {n_pairs} pairs of shadows: the {2 * n_pairs} slices must "
+            "fit in Bob's data (0 < 2 x pairs x slice_share <= 1)"
+        )
     fractions = tuple(float(f) for f in fractions)
     if len(fractions) != 3 or min(fractions) <= 0:
         raise UserError("shadow_splits: fractions must be three positive numbers (train, valid, test)")
@@ -252,44 +271,53 @@ def shadow_splits(
         raise UserError(
             f"shadow_splits: duplicate sample_id {shown_id(data['sample_id'][data['sample_id'].duplicated()].iloc[0])}"
         )
-    groups = list(dict.fromkeys(data["group_id"]))
-    if len(groups) < 3:
-        raise UserError(f"shadow_splits: Bob's data has {len(groups)} groups; the classifier's splits need at least 3")
     seed = int(seed)
-    sizes = data["group_id"].value_counts().to_dict()
+    names = [slice_name(k, sign) for k in range(n_pairs) for sign in "+-"]
     strata = data.groupby("subcorpus")["group_id"] if "subcorpus" in data.columns else [("all", data["group_id"])]
-
-    ordered = [groups[i] for i in _order(groups, f"{seed}/classifier")]
-    total = sum(fractions)
-    n_train = max(1, math.floor(len(groups) * fractions[0] / total))
-    n_valid = max(1, math.floor(len(groups) * fractions[1] / total))
-    n_train = min(n_train, len(groups) - 2)
-    n_valid = min(n_valid, len(groups) - n_train - 1)
-    split_of = {g: "train" for g in ordered[:n_train]}
-    split_of.update({g: "valid" for g in ordered[n_train : n_train + n_valid]})
-    split_of.update({g: "test" for g in ordered[n_train + n_valid :]})
-
+    slice_of: dict[str, str] = {}
+    for stratum, column in strata:
+        groups = list(dict.fromkeys(column))
+        per_slice = max(1, int(round(share * len(groups))))
+        if per_slice * len(names) > len(groups) or per_slice < 3:
+            raise UserError(
+                f"shadow_splits: Bob's {stratum!r} data has {len(groups)} groups, too few for {len(names)} slices of "
+                f"{per_slice} (each slice needs 3 groups for the classifier's train, valid and test splits); give Bob "
+                "more data, fewer shadows or a larger slice_share"
+            )
+        ordered = [groups[i] for i in _order(groups, f"{seed}/slice")]
+        for i, group in enumerate(ordered[: per_slice * len(names)]):
+            slice_of[group] = names[i % len(names)]
+    split_of: dict[str, str] = {}
+    for name in names:
+        groups = [g for g, s in slice_of.items() if s == name]
+        runs = _cut([groups[i] for i in _order(groups, f"{seed}/classifier")], fractions)
+        for label, run in zip(CLASSIFIER_SPLITS, runs):
+            split_of.update(dict.fromkeys(run, label))
+    labelled = data[data["group_id"].isin(slice_of)]
     frames = []
     for shadow in range(n_shadows):
-        members: set[str] = set()
-        for _, column in strata:
-            stratum = list(dict.fromkeys(column))
-            members |= _balanced_halves(sizes, [stratum[i] for i in _order(stratum, f"{seed}/shadow/{shadow}")])
+        pair, sign = divmod(shadow, 2)
+        own = slice_name(pair, "+-"[sign])
+        rows = labelled[labelled["group_id"].map(slice_of).isin([slice_name(pair, "+"), slice_name(pair, "-")])]
         frames.append(
             pd.DataFrame(
                 {
-                    "sample_id": data["sample_id"].to_numpy(),
-                    "group_id": data["group_id"].to_numpy(),
-                    "shadow": np.full(len(data), shadow, dtype=np.int64),
-                    "member": data["group_id"].isin(members).to_numpy(),
-                    "split": data["group_id"].map(split_of).to_numpy(),
+                    "sample_id": rows["sample_id"].to_numpy(),
+                    "group_id": rows["group_id"].to_numpy(),
+                    "shadow": np.full(len(rows), shadow, dtype=np.int64),
+                    "pair": np.full(len(rows), pair, dtype=np.int64),
+                    "slice": rows["group_id"].map(slice_of).to_numpy(),
+                    "member": (rows["group_id"].map(slice_of) == own).to_numpy(),
+                    "split": rows["group_id"].map(split_of).to_numpy(),
                 }
             )
         )
     return pd.concat(frames, ignore_index=True)
 
 
-def shadow_training_ids(pairs: pd.DataFrame, shadow: int) -> list[str]:
-    """Sample ids shadow model `shadow` trains on (its `member` rows of `shadow_splits`)."""
-    chosen = pairs[(pairs["shadow"] == int(shadow)) & pairs["member"].astype(bool)]
-    return chosen["sample_id"].astype(str).tolist()
+def shadow_training_ids(bob_ids, pairs: pd.DataFrame, shadow: int) -> list[str]:
+    """Sample ids shadow model `shadow` trains on: Bob's (`bob_ids`, in their order) but its
+    held-out slice (its `member` False rows of `shadow_splits`)."""
+    rows = pairs[pairs["shadow"] == int(shadow)]
+    held_out = set(rows.loc[~rows["member"].astype(bool), "sample_id"].astype(str))
+    return [str(i) for i in bob_ids if str(i) not in held_out]
