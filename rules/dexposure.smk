@@ -1,9 +1,11 @@
 # d-exposure of a de-identification tagger (Helali, Kleinbauer and Klakow, TSD 2020) on
 # PHI-labelled notes of the embedded world, or on the i2b2 2014 XML: `snakemake dexposure`.
 # One BERT tagger per (seed, repetitions of the inserted phrase), measured at checkpoint
-# epochs; the overfitting experiment per seed; Tables 1-3, Figures 1-2 and the findings
-# (mlmia.world.phi, mlmia.memorization.dexposure; settings: config key dexposure).
-from mlmia.memorization.dexposure import overfit_checkpoints
+# epochs; the overfitting experiment per seed; Tables 1-3, Figures 1-2, the overfitting
+# experiment's trend test and the findings (mlmia.world.phi, mlmia.memorization.dexposure and
+# .overfitting; settings: config key dexposure).
+from mlmia.memorization.dexposure import main_design, main_runs
+from mlmia.memorization.overfitting import overfit_design, overfit_runs
 
 DEXPOSURE = config["dexposure"]
 DEXPOSURE_PHI_KEYS = [
@@ -20,42 +22,26 @@ DEXPOSURE_PHI_KEYS = [
     "classes",
     "entities",
 ]
-DEXPOSURE_SEEDS = range(DEXPOSURE["seeds"])
+# the two experiments' designs (mlmia.memorization.dexposure, .overfitting): how each tagger is
+# trained, and which (seed, repetitions) taggers each runs
+DEXPOSURE_TRAINING = {
+    "main": main_design(DEXPOSURE),
+    "overfit": overfit_design(DEXPOSURE),
+}
 DEXPOSURE_RUNS = [
     result(f"dexposure/runs/main/seed{seed}_rep{reps}.parquet")
-    for seed in DEXPOSURE_SEEDS
-    for reps in DEXPOSURE["repetitions"]
+    for seed, reps in main_runs(DEXPOSURE)
 ] + [
-    result(
-        f"dexposure/runs/overfit/seed{seed}_rep{DEXPOSURE['overfit']['repetitions']}.parquet"
-    )
-    for seed in DEXPOSURE_SEEDS
+    result(f"dexposure/runs/overfit/seed{seed}_rep{reps}.parquet")
+    for seed, reps in overfit_runs(DEXPOSURE)
 ]
-DEXPOSURE_TRAINING = {
-    "main": {
-        "model": DEXPOSURE["model"],
-        "training": DEXPOSURE["training"],
-        "checkpoints": DEXPOSURE["training"]["checkpoints"],
-        "lr_decay": True,
-        "dropout": None,
-        "fraction": 1.0,
-    },
-    "overfit": {
-        "model": DEXPOSURE["model"],
-        "training": DEXPOSURE["training"],
-        "checkpoints": overfit_checkpoints(DEXPOSURE["overfit"]),
-        "lr_decay": False,
-        "dropout": 0.0,
-        "fraction": DEXPOSURE["overfit"]["fraction"],
-    },
-}
 # the world's tokenizer, or one trained on the tagger's notes (`tokenizer: notes`)
 DEXPOSURE_TOKENIZER = result(
     "models/tokenizer" if DEXPOSURE["tokenizer"] == "world" else "dexposure/tokenizer"
 )
 DEXPOSURE_OUTPUTS = {
     f"{name}_{kind}": result(f"dexposure/{name}.{kind}")
-    for name in ("table1", "table2", "table3", "findings")
+    for name in ("table1", "table2", "table3", "overfit", "findings")
     for kind in ("md", "csv")
 } | {
     f"figure{n}_{kind}": result(f"dexposure/figure{n}.{kind}")
@@ -140,6 +126,7 @@ rule dexposure_report:
     output:
         **DEXPOSURE_OUTPUTS,
         figure2_csv=result("dexposure/figure2.csv"),
+        overfit_seeds_csv=result("dexposure/overfit_seeds.csv"),
         report=result("dexposure/report.md"),
     log:
         result("logs/dexposure/report.log"),

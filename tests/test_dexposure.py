@@ -1,6 +1,7 @@
 """d-exposure of a de-identification tagger (Helali, Kleinbauer and Klakow, TSD 2020):
 the PHI-labelled notes (mlmia.world.phi), the confidence extraction, the i2b2 XML path,
-the findings, and `snakemake dexposure` end to end on the CI config."""
+the findings, the overfitting experiment's design, trend test and distance from the maximum
+(mlmia.memorization.overfitting), and `snakemake dexposure` end to end on the CI config."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from workflow_helpers import REPO, copy_workflow, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
 from mlmia.memorization import dexposure as dx
+from mlmia.memorization import overfitting as of
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import FINDING_COLUMNS, VERDICTS
 from mlmia.world import phi
@@ -121,7 +123,7 @@ def test_inserted_sentences_and_subset(notes):
     assert dx.inserted_sentences(PHRASE, {"PERSON": "Kent"}, 0) == []
     counts = phi.word_tag_counts(notes)
     chosen = phi.choose_entities(counts, phi.SLOT_CLASSES, phi.PHI_CLASSES)
-    small = dx.subset_training(notes, 0.1, chosen)
+    small = of.subset_training(notes, 0.1, chosen)
     n_train = int((notes.split == "train").sum())
     assert (small.split == "valid").sum() == (notes.split == "valid").sum()
     assert round(0.1 * n_train) <= (small.split == "train").sum() < 0.5 * n_train
@@ -293,54 +295,37 @@ def test_i2b2_offsets_that_do_not_match_are_refused_without_the_text(tmp_path):
 # ------------------------------------------------------------------------------------ findings
 
 
-def _runs(main_values, overfit_curve):
-    """Synthetic runs: main_values[seed][reps] = d-exposure of every class; overfit_curve[seed] =
-    [(epoch, d-exposure, valid loss)]."""
+def _runs(main_values):
+    """Synthetic runs of the main experiment: main_values[seed][reps] = d-exposure of every class."""
     rows = []
     for seed, by_reps in enumerate(main_values):
         for reps, value in by_reps.items():
             for cls in ("PERSON", "LOCATION"):
                 rows.append(dict(setting="main", seed=seed, repetitions=reps, epoch=4, **{"class": cls},
                                  d_exposure=value, max_d_exposure=6.0, train_loss=0.1, valid_loss=0.2, f1=0.9))  # fmt: skip
-    for seed, curve in enumerate(overfit_curve):
-        for epoch, value, valid in curve:
-            for cls in ("PERSON", "LOCATION"):
-                rows.append(dict(setting="overfit", seed=seed, repetitions=64, epoch=epoch, **{"class": cls},
-                                 d_exposure=value, max_d_exposure=6.0, train_loss=0.1, valid_loss=valid, f1=0.9))  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def test_findings_hold_fail_and_not_reached():
+def test_finding_grows_with_repetitions_holds_fails_and_needs_seeds():
     def checked(runs):
         return {f.finding: f for f in dx.findings(runs)}
 
     grows = [{0: 0.0, 16: 1.0, 64: 3.0}, {0: 0.1, 16: 1.5, 64: 3.5}, {0: 0.0, 16: 0.5, 64: 2.5}]
-    flat_after_best = [[(2, 1.0, 0.5), (4, 2.0, 0.3), (6, 2.0, 0.4), (8, 1.9, 0.6)]] * 3
-    checks = checked(_runs(grows, flat_after_best))
+    checks = checked(_runs(grows))
+    assert list(checks) == ["grows_with_repetitions"]  # the overfitting finding: mlmia.memorization.overfitting
     # grows: the old "holds" (t-interval above 0) is the verdict separated
     grown = checks["grows_with_repetitions"]
     assert (grown.verdict, grown.holds, grown.n) == ("separated", True, 3)
     assert grown.difference == pytest.approx(np.mean([3.0, 3.4, 2.5]))
     assert (grown.first_value, grown.second_value) == pytest.approx((3.0, np.mean([0.0, 0.1, 0.0])))
     assert grown.first == "64 repetitions" and grown.second == "0 repetitions" and "Spearman" in grown.note
-    # no growth once overfitting: the old "holds" (interval not above 0) is not separated or reversed
-    flat = checks["no_growth_when_overfitting"]
-    assert (flat.verdict, flat.holds) == ("reversed", True)  # -0.1 in every seed: a fall, t-interval [-0.1, -0.1]
-    assert flat.difference == pytest.approx(-0.1)
-    still_growing = [[(2, 1.0, 0.5), (4, 2.0, 0.3), (8, 2.0 + 0.5 + 0.1 * s, 0.6)] for s in range(3)]
-    grew = checked(_runs(grows, still_growing))["no_growth_when_overfitting"]
-    assert (grew.verdict, grew.holds) == ("separated", False)  # the old "does not hold"
-    never_rises = [[(2, 1.0, 0.5), (4, 2.0, 0.3), (8, 3.0, 0.2)]] * 3
-    unreached = checked(_runs(grows, never_rises))["no_growth_when_overfitting"]
-    assert (unreached.verdict, unreached.holds) == ("not resolvable", False)  # the old "not reached"
-    assert unreached.note.startswith("not reached: the validation loss did not rise")
     shrinks = [{0: 1.0, 16: 0.5, 64: 0.0}, {0: 1.2, 16: 0.6, 64: 0.1}]
-    shrunk = checked(_runs(shrinks, never_rises))["grows_with_repetitions"]
+    shrunk = checked(_runs(shrinks))["grows_with_repetitions"]
     assert (shrunk.verdict, shrunk.holds) == ("reversed", False)  # the old "does not hold"
     # one seed: no interval, not resolvable; holds by the point estimate as before
-    one = checked(_runs(grows[:1], flat_after_best[:1]))
-    assert [(f.verdict, f.holds, f.n) for f in one.values()] == [("not resolvable", True, 1)] * 2
-    assert one["grows_with_repetitions"].note.startswith("1 seed: no interval")
+    one = checked(_runs(grows[:1]))["grows_with_repetitions"]
+    assert (one.verdict, one.holds, one.n) == ("not resolvable", True, 1)
+    assert one.note.startswith("1 seed: no interval")
     mean, low, high = seed_interval([1.0, 2.0, 3.0])
     assert (mean, low, high) == pytest.approx(
         (2.0, 2.0 - 4.302652729911275 / math.sqrt(3), 2.0 + 4.302652729911275 / math.sqrt(3))
@@ -355,7 +340,7 @@ def test_schema_defaults_are_the_library_defaults():
     for key, default in phi.PHI_DEFAULTS.items():
         assert props[key]["default"] == default, key
     for section, defaults in (("model", dx.MODEL_DEFAULTS), ("training", dx.TRAINING_DEFAULTS),
-                              ("overfit", dx.OVERFIT_DEFAULTS)):  # fmt: skip
+                              ("overfit", of.OVERFIT_DEFAULTS)):  # fmt: skip
         assert props[section]["additionalProperties"] is False
         assert {k: v["default"] for k, v in props[section]["properties"].items()} == defaults, section
     for key, spec in props.items():
@@ -371,7 +356,7 @@ def test_snakemake_dexposure_on_the_ci_config(tmp_path):
     config = write_config(workdir, "ci.yaml")
     run_snakemake(workdir, "dexposure", "--configfile", str(config))
     out = workdir / "results" / "ci" / "dexposure"
-    for name in ("table1", "table2", "table3", "findings"):
+    for name in ("table1", "table2", "table3", "overfit", "findings"):
         # the findings are a section of the d-exposure report, at its tables' heading level
         assert (out / f"{name}.md").read_text().startswith("## " if name != "findings" else "## Findings of Helali")
         assert len(pd.read_csv(out / f"{name}.csv"))
@@ -385,8 +370,18 @@ def test_snakemake_dexposure_on_the_ci_config(tmp_path):
     assert set(table3["epoch"]) == set(settings["training"]["checkpoints"])
     assert (table3["d_exposure"] <= table3["max_d_exposure"] + 1e-9).all()
     findings = pd.read_csv(out / "findings.csv")
-    assert list(findings["finding"]) == ["grows_with_repetitions", "no_growth_when_overfitting"]
+    # the overfitting finding for the model, then per class
+    assert list(findings["finding"]) == ["grows_with_repetitions"] + ["no_growth_when_overfitting"] * 4
     assert list(findings.columns) == FINDING_COLUMNS and set(findings["verdict"]) <= set(VERDICTS)
+    # the overfitting experiment: one slope per seed and class (the model as "mean"), its seeds
+    trends = pd.read_csv(out / "overfit_seeds.csv")
+    assert sorted(set(trends["seed"])) == list(range(settings["overfit"]["seeds"]))
+    assert set(trends["class"]) == {"PERSON", "LOCATION", "ORGANIZATION", "mean"}
+    assert (trends["below_run_max"] >= 0).all() and (trends["below_ceiling"] >= -1e-9).all()
+    curve = pd.read_csv(out / "figure2.csv")
+    assert list(curve["epoch"]) == list(
+        range(settings["overfit"]["every"], settings["overfit"]["epochs"] + 1, settings["overfit"]["every"])
+    )
     # no entity word (PHI) in any log
     chosen = pd.read_parquet(out / "chosen.parquet")
     logs = "".join(p.read_text() for p in (workdir / "results" / "ci" / "logs" / "dexposure").rglob("*.log"))

@@ -2,15 +2,14 @@ import pandas as pd
 
 from mlmia.core.io import read_table, write_text
 from mlmia.core.runner import run_step
+from mlmia.memorization import overfitting
 from mlmia.memorization.dexposure import (
     FINDINGS_METHOD,
     FINDINGS_TITLE,
     entity_labels,
-    figure2_data,
     findings,
     labelled_classes,
     plot_figure1,
-    plot_figure2,
     render_table1,
     render_table2,
     render_table3,
@@ -39,23 +38,27 @@ def main(snakemake):
     if not params.name_entities:
         occurrences["word"] = [entity_labels(chosen, False)[inserted_as[w]] for w in occurrences["word"]]
     tidy = table3(runs)
-    curve = figure2_data(runs)
-    checks = findings(runs)
+    curve = overfitting.figure2_data(runs)
+    trends = overfitting.seed_trends(runs)
+    summary = overfitting.trend_summary(trends)
+    checks = findings(runs) + overfitting.findings(runs)
 
     source = "the i2b2 2014 XML" if not params.name_entities else "generated notes of the embedded world"
     parts = {
         "table1": (render_table1(stats, source), stats),
         "table2": (render_table2(occurrences), occurrences),
         "table3": (render_table3(tidy, params.phrase), tidy),
+        "overfit": (overfitting.render_overfit(curve, summary, params.overfit), summary),
         "findings": (render_findings(checks, FINDINGS_TITLE, FINDINGS_METHOD, level=2), findings_frame(checks)),
     }
     for key, (markdown, frame) in parts.items():
         write_text(markdown, out[f"{key}_md"])
         write_text(frame.to_csv(index=False), out[f"{key}_csv"])
     write_text(curve.to_csv(index=False), out.figure2_csv)
+    write_text(trends.to_csv(index=False), out.overfit_seeds_csv)
     dpi = params.style.get("dpi", 150)
     plot_figure1(tidy, [out.figure1_png, out.figure1_pdf], dpi=dpi)
-    plot_figure2(curve, runs, [out.figure2_png, out.figure2_pdf], fraction=params.overfit["fraction"], dpi=dpi)
+    overfitting.plot_figure2(curve, runs, [out.figure2_png, out.figure2_pdf], params.overfit, dpi=dpi)
     write_text("\n".join(markdown for markdown, _ in parts.values()), out.report)
 
 

@@ -1,6 +1,7 @@
 from mlmia.core.io import read_table, write_parquet
 from mlmia.core.runner import run_step
-from mlmia.memorization.dexposure import subset_training, train_and_measure
+from mlmia.memorization.dexposure import train_and_measure
+from mlmia.memorization.overfitting import subset_training
 from mlmia.models.loading import load_tokenizer
 
 

@@ -32,9 +32,11 @@ What is computed here, exactly:
   over the words' first subwords (the validation loss), and the entity-level F1 of `seqeval`
   (default CoNLL mode, micro average over all labelled classes, DATE included) of the argmax
   tags at the first subwords (a word cut off by `max_length` is predicted O);
-- Table 3, Figures 1-2 and the findings (`table3`, `plot_figure1`, `plot_figure2`,
-  `findings`): means over the model seeds with 95% Student-t intervals (n - 1 degrees of
-  freedom; none with one seed: `mlmia.metrics.intervals.seed_interval`).
+- the main experiment (`main_design`, `main_runs`): one tagger per (seed, repetitions);
+- Table 3, Figure 1 and the first finding (`table3`, `plot_figure1`, `findings`): means over
+  the model seeds with 95% Student-t intervals (n - 1 degrees of freedom; none with one seed:
+  `mlmia.metrics.intervals.seed_interval`). The overfitting experiment (Figure 2, the second
+  finding) is `mlmia.memorization.overfitting`.
 """
 
 from __future__ import annotations
@@ -77,7 +79,6 @@ TRAINING_DEFAULTS: dict = {
     "warmup_ratio": 0.06,
     "weight_decay": 0.01,
 }
-OVERFIT_DEFAULTS: dict = {"fraction": 0.1, "repetitions": 64, "epochs": 60, "every": 2}
 RUN_COLUMNS = [
     "setting", "seed", "repetitions", "epoch", "class", "size", "max_d_exposure", "inserted_confidence",
     "inserted_labelled", "inserted_tag", "rank", "d_exposure", "candidates_labelled", "candidate_confidence_median",
@@ -102,38 +103,6 @@ def inserted_sentences(phrase: str, entities: Mapping[str, str], repetitions: in
         tags[slot] = f"B-{cls}"
         out.extend((list(filled), list(tags)) for _ in range(int(repetitions)))
     return out
-
-
-def subset_training(notes: pd.DataFrame, fraction: float, entities: Mapping[str, str], seed: int = 0) -> pd.DataFrame:
-    """The overfitting experiment's data: `fraction` of the training sentences (seeded, by
-    sentence), with the validation split whole. Every (chosen word, class) pair found in the
-    training split keeps at least one of its sentences, so the chosen words stay ambiguous."""
-    from mlmia.world.phi import word_key
-
-    if not 0 < fraction <= 1:
-        raise UserError(f"dexposure.overfit.fraction: must lie in (0, 1], got {fraction!r}")
-    train = np.flatnonzero(notes["split"].to_numpy() == "train")
-    rng = np.random.default_rng(seed)
-    order = train[rng.permutation(len(train))]
-    keep = set(order[: max(1, round(fraction * len(train)))].tolist())
-    wanted = {word_key(w) for w in entities.values()}
-    for pair_seen in _first_occurrences(notes, order, wanted):
-        keep.add(pair_seen)
-    mask = notes["split"].to_numpy() == "valid"
-    mask[sorted(keep)] = True
-    return notes[mask].reset_index(drop=True)
-
-
-def _first_occurrences(notes: pd.DataFrame, order: np.ndarray, wanted: set) -> list[int]:
-    from mlmia.world.phi import word_key
-
-    found: dict[tuple[str, str], int] = {}
-    for row in order:
-        for word, tag in zip(notes["words"].iat[row], notes["tags"].iat[row]):
-            key = word_key(word)
-            if key in wanted and tag != "O":
-                found.setdefault((key, tag[2:]), int(row))
-    return sorted(set(found.values()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -468,42 +437,28 @@ def train_and_measure(
 
 
 # --------------------------------------------------------------------------------------------
-# settings
+# the main experiment's design
 
 
-def dexposure_settings(config: Mapping | None) -> dict:
-    """The `dexposure:` config's experiment settings, checked (the schema fills the defaults)."""
-    cfg = dict(config or {})
-    training = {**TRAINING_DEFAULTS, **dict(cfg.get("training") or {})}
-    overfit = {**OVERFIT_DEFAULTS, **dict(cfg.get("overfit") or {})}
-    model = {**MODEL_DEFAULTS, **dict(cfg.get("model") or {})}
-    reps = [int(r) for r in cfg.get("repetitions", [0, 4, 16, 64, 128, 256])]
-    if not reps or min(reps) < 0 or len(set(reps)) != len(reps):
-        raise UserError("dexposure.repetitions: distinct non-negative integers, at least one")
-    if not training["checkpoints"] or min(training["checkpoints"]) < 1:
-        raise UserError("dexposure.training.checkpoints: epochs >= 1, at least one")
-    if int(overfit["every"]) < 1 or int(overfit["epochs"]) < int(overfit["every"]):
-        raise UserError("dexposure.overfit: needs every >= 1 and epochs >= every")
-    classes = list(cfg.get("classes", ["PERSON", "LOCATION", "ORGANIZATION"]))
-    unknown = sorted(set(cfg.get("entities") or {}) - set(classes))
-    if unknown:
-        raise UserError(f"dexposure.entities: {', '.join(unknown)} is not one of dexposure.classes")
+def main_design(dexposure: Mapping) -> dict:
+    """How each tagger of the main experiment is trained, from the `dexposure:` config (`model`,
+    `training`): dropout as configured, learning-rate decay, the whole training split, measured
+    at `training.checkpoints`. Only what one tagger's training depends on (not its seed count);
+    the overfitting experiment's: `mlmia.memorization.overfitting.overfit_design`."""
     return {
-        "classes": classes,
-        "entities": dict(cfg.get("entities") or {}),
-        "repetitions": sorted(reps),
-        "seeds": list(range(int(cfg.get("seeds", 3)))),
-        "model": model,
-        "training": training,
-        "overfit": overfit,
-        "phrase": cfg.get("phrase", "The patient often talks about {slot} ."),
+        "model": dexposure["model"],
+        "training": dexposure["training"],
+        "checkpoints": dexposure["training"]["checkpoints"],
+        "lr_decay": True,
+        "dropout": None,
+        "fraction": 1.0,
     }
 
 
-def overfit_checkpoints(overfit: Mapping) -> list[int]:
-    """Every `every`-th epoch up to `epochs` (and `epochs` itself)."""
-    every, epochs = int(overfit["every"]), int(overfit["epochs"])
-    return sorted(set(range(every, epochs + 1, every)) | {epochs})
+def main_runs(dexposure: Mapping) -> list[tuple[int, int]]:
+    """The main experiment's taggers: (model seed, repetitions) for seeds 0 .. `seeds` - 1 and
+    every value of `repetitions`."""
+    return [(seed, int(reps)) for seed in range(int(dexposure["seeds"])) for reps in dexposure["repetitions"]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -561,26 +516,16 @@ def table3(runs: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["class", "repetitions", "epoch"]).reset_index(drop=True).astype({"class": str})
 
 
-def figure2_data(runs: pd.DataFrame) -> pd.DataFrame:
-    """Figure 2 (tidy): per overfitting epoch, the model's d-exposure, training and validation
-    loss, each a mean over seeds with its interval."""
-    over = model_means(runs[runs["setting"] == "overfit"])
-    rows = []
-    for epoch, part in over.groupby("epoch", sort=True):
-        row = {"epoch": int(epoch), "n_seeds": int(part["seed"].nunique())}
-        for col in ("d_exposure", "train_loss", "valid_loss"):
-            mean, low, high = seed_interval(part[col])
-            row.update({col: mean, f"{col}_ci_low": low, f"{col}_ci_high": high})
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 FINDINGS_TITLE = "Findings of Helali et al. (TSD 2020), checked over model seeds"
 FINDINGS_METHOD = (
-    "The model's d-exposure (bits; the mean over the chosen classes) compared within each seed (paired by seed): "
-    "in brackets the mean over model seeds with its 95% Student-t interval (n - 1 degrees of freedom; n: the seeds); "
-    "with one seed there is no interval. A finding *holds* by the mean difference: above 0 for growth, at most 0 "
-    "for no further growth once the validation loss rises."
+    "The model's d-exposure (bits; the mean over the chosen classes), and for the overfitting experiment each "
+    "class's too. Growth with repetitions: the difference between the most and the fewest repetitions within each "
+    "seed (paired by seed). No growth once the validation loss rises: per seed, the least-squares slope of "
+    "d-exposure against epoch over the checkpoints from the epoch of least validation loss to the last, one slope "
+    "per seed (the seeds, independent training runs, are the resampling unit). In brackets the mean over model "
+    "seeds with its 95% Student-t interval (n - 1 degrees of freedom; n: the seeds); with one seed there is no "
+    "interval. A finding *holds* by the point estimate: a difference above 0 for growth, a mean slope at most 0 "
+    "for no further growth, which *not separated* (no growth the seeds resolve) and *reversed* agree with."
 )
 SEED_INTERVAL = "Student t over seeds (paired by seed), 95%"
 
@@ -610,22 +555,13 @@ def _no_interval(found: dict) -> list[str]:
 
 
 def findings(runs: pd.DataFrame) -> list[Finding]:
-    """The paper's two findings, checked with intervals over the seeds (`mlmia.report.finding`
-    maps the old holds / does not hold / not reached onto the verdicts).
-
-    1. "d-exposure grows with repetitions": per seed, the model's d-exposure at the last
-       checkpoint with the most repetitions minus with the fewest (paired by seed); its mean
-       and 95% t-interval; holds when the mean is above 0, *separated* when the interval lies
-       above 0 (with one seed: not resolvable). The note gives the mean over seeds of
-       Spearman's rho between repetitions and d-exposure.
-    2. "d-exposure does not keep growing once the validation loss rises" (the overfitting
-       experiment): per seed, e* is the checkpoint of least validation loss; the validation
-       loss rises when the last checkpoint's is above e*'s; the change of the model's
-       d-exposure from e* to the last checkpoint (paired by seed), mean and interval. Holds
-       when the mean change is at most 0; the claim agrees with *not separated* and *reversed*
-       (no further growth detected), not with *separated* (it grew); not resolvable when the
-       validation loss did not rise in every seed (the claim's premise is not reached; holds
-       False) or with one seed.
+    """The paper's first finding, "d-exposure grows with repetitions", checked with an interval
+    over the seeds (`mlmia.report.finding` maps the old holds / does not hold onto the verdicts):
+    per seed, the model's d-exposure at the last checkpoint with the most repetitions minus with
+    the fewest (paired by seed); its mean and 95% t-interval; holds when the mean is above 0,
+    *separated* when the interval lies above 0 (with one seed: not resolvable). The note gives
+    the mean over seeds of Spearman's rho between repetitions and d-exposure. The second
+    finding, from the overfitting experiment: `mlmia.memorization.overfitting.findings`.
     """
     from scipy import stats
 
@@ -651,29 +587,6 @@ def findings(runs: pd.DataFrame) -> list[Finding]:
         notes += [f"mean Spearman rho (repetitions, d-exposure) {np.mean(rhos):.2f}"] if rhos else []
         verdict = interval_verdict(found["difference_ci_low"], found["difference_ci_high"], 0.0)
         out.append(Finding(**found, holds=bool(found["difference"] > 0), verdict=verdict, note="; ".join(notes)))
-    over = model_means(runs[runs["setting"] == "overfit"])
-    if len(over):
-        ends, bests, rises, best_epochs = [], [], [], []
-        for _, part in over.groupby("seed"):
-            part = part.sort_values("epoch")
-            best = part.loc[part["valid_loss"].idxmin()]
-            end = part.iloc[-1]
-            best_epochs.append(int(best["epoch"]))
-            rises.append(float(end["valid_loss"] - best["valid_loss"]))
-            ends.append(float(end["d_exposure"]))
-            bests.append(float(best["d_exposure"]))
-        rose = all(r > 0 for r in rises)
-        found = _seed_finding(
-            "no_growth_when_overfitting", "d-exposure does not keep growing once the validation loss rises",
-            "overfitting experiment", (f"the last epoch ({int(over['epoch'].max())})", ends),
-            (f"the epoch of least validation loss (per seed: {', '.join(map(str, best_epochs))})", bests),
-        )  # fmt: skip
-        rise = "validation loss rose by " + ", ".join(f"{r:.3f}" for r in rises) + " (per seed)"
-        notes = ([] if rose else ["not reached: the validation loss did not rise in every seed"]) + _no_interval(found)
-        verdict = interval_verdict(found["difference_ci_low"], found["difference_ci_high"], 0.0)
-        verdict = verdict if rose else "not resolvable"
-        holds = rose and bool(found["difference"] <= 0)
-        out.append(Finding(**found, holds=holds, verdict=verdict, note="; ".join([*notes, rise])))
     return out
 
 
@@ -685,7 +598,7 @@ def _fmt(value, digits: int = 2) -> str:
     return f"{float(value):.{digits}f}"
 
 
-def _interval(mean, low, high, digits: int = 2) -> str:
+def interval_cell(mean, low, high, digits: int = 2) -> str:
     if not np.isfinite(mean):
         return ""
     if not (np.isfinite(low) and np.isfinite(high)):
@@ -740,7 +653,7 @@ def render_table3(tidy: pd.DataFrame, phrase: str) -> str:
     for (cls, reps), part in tidy.groupby(["class", "repetitions"], sort=False):
         part = part.set_index("epoch")
         cells = [
-            _interval(*part.loc[e, ["d_exposure", "ci_low", "ci_high"]]) if e in part.index else "" for e in epochs
+            interval_cell(*part.loc[e, ["d_exposure", "ci_low", "ci_high"]]) if e in part.index else "" for e in epochs
         ]
         last = part.loc[max(part.index)]
         rows.append(
@@ -749,14 +662,14 @@ def render_table3(tidy: pd.DataFrame, phrase: str) -> str:
                 str(reps),
                 *cells,
                 _fmt(last["max_d_exposure"]),
-                _interval(*last[["f1", "f1_ci_low", "f1_ci_high"]], 3),
+                interval_cell(*last[["f1", "f1_ci_low", "f1_ci_high"]], 3),
             ]
         )
     lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"
 
 
-def _save(fig, path: str | os.PathLike, dpi: int) -> None:
+def save_figure(fig, path: str | os.PathLike, dpi: int) -> None:
     suffix = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=suffix, dpi=dpi)
@@ -791,53 +704,7 @@ def plot_figure1(tidy: pd.DataFrame, paths: Sequence[str | os.PathLike], dpi: in
     ax.legend(fontsize=8)
     fig.tight_layout()
     for path in paths:
-        _save(fig, path, dpi)
-    plt.close(fig)
-
-
-def plot_figure2(
-    curve: pd.DataFrame,
-    per_class: pd.DataFrame,
-    paths: Sequence[str | os.PathLike],
-    fraction: float = 0.1,
-    dpi: int = 150,
-) -> None:
-    """Figure 2, the overfitting experiment (`fraction` of the training notes): left, d-exposure
-    against epochs (the model's mean with its seed band, each class thin); right, training and
-    validation loss against epochs, the epoch of least mean validation loss dashed in both."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    over = per_class[per_class["setting"] == "overfit"]
-    for cls, part in over.groupby("class", sort=False):
-        mean = part.groupby("epoch")["d_exposure"].mean()
-        left.plot(mean.index, mean.to_numpy(), lw=0.9, alpha=0.8, label=cls)
-    left.plot(curve["epoch"], curve["d_exposure"], color="black", lw=2.2, label="mean")
-    left.fill_between(
-        curve["epoch"], curve["d_exposure_ci_low"], curve["d_exposure_ci_high"], color="black", alpha=0.12
-    )
-    for col, label in (("train_loss", "training loss"), ("valid_loss", "validation loss")):
-        (line,) = right.plot(curve["epoch"], curve[col], lw=1.6, label=label)
-        right.fill_between(
-            curve["epoch"], curve[f"{col}_ci_low"], curve[f"{col}_ci_high"], color=line.get_color(), alpha=0.15
-        )
-    if len(curve):
-        best = int(curve.loc[curve["valid_loss"].idxmin(), "epoch"])
-        for ax in (left, right):
-            ax.axvline(best, color="grey", ls="--", lw=0.9)
-    left.set_ylabel("d-exposure (bits)")
-    right.set_ylabel("loss (cross-entropy per word)")
-    for ax in (left, right):
-        ax.set_xlabel("epoch")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Figure 2: overfitting ({fraction:.0%} of the training notes, no dropout, no learning-rate decay)")
-    fig.tight_layout()
-    for path in paths:
-        _save(fig, path, dpi)
+        save_figure(fig, path, dpi)
     plt.close(fig)
 
 

@@ -32,11 +32,12 @@ The old vocabularies, mapped (every value, count and verdict of the old files is
   counts are unchanged.
 - d-exposure (Student-t interval over seeds, margin 0): "grows with repetitions" held when the
   interval lay above 0: *separated*; "(1 seed: no interval)" -> not resolvable, `holds` by the
-  point estimate as before. "does not keep growing once the validation loss rises" (first: the
-  last epoch, second: the epoch of least validation loss) held when the interval did not lie
-  above 0: *not separated* or *reversed*; "does not hold": *separated*; `holds` is "no growth by
-  the point estimate" (the difference at most 0); "not reached" (the validation loss never rose)
-  -> not resolvable, `holds` False, the note says so.
+  point estimate as before. "does not keep growing once the validation loss rises" is checked
+  by the slope of d-exposure after the validation minimum (first: its mean over seeds, second:
+  no trend, 0; `mlmia.memorization.overfitting`), for the model and per class; it agrees with
+  *not separated* or *reversed*, not with *separated*; `holds` is "no growth by the point
+  estimate" (the mean slope at most 0); "not reached" (the validation loss did not pass its
+  minimum in every seed) -> not resolvable, `holds` False, the note says so.
 """
 
 from __future__ import annotations
