@@ -57,6 +57,10 @@ if "corpus" in config:
     include: "rules/shadow.smk"
     include: "rules/canaries.smk"
 
+    if "shadow_mt" in config:
+
+        include: "rules/shadow_mt.smk"
+
 
 # PHI extraction reads the embedded world's patients, or the spans a user names.
 if "corpus" in config or config["extraction"].get("phi"):

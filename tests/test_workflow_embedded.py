@@ -150,6 +150,26 @@ def test_zoo_and_shadow_targets(ci_run):
     assert rules_of(planned_jobs(ci_run, "zoo", "shadow", "--configfile", "test_config.yaml")) == set()
 
 
+def test_shadow_mt_target(ci_run):
+    """Hisamoto et al.'s protocol on the translation target: encoder-decoders on the parallel corpus."""
+    run_snakemake(ci_run, "shadow_mt", "--configfile", "test_config.yaml")
+    shadow = pd.read_csv(ci_run / f"{RUN}/shadow_mt/tables.csv")
+    assert set(shadow.table.dropna()) == {"table2", "table3", "table4", "table5", "table6"}
+    assert set(shadow.classifier) == SHADOW_CLASSIFIERS
+    assert shadow.accuracy.between(0, 1).all()
+    assert set(shadow[shadow.table == "table4"].evaluation) == {"case_reports", "news"}
+    assert set(shadow[shadow.table == "table3"].features) == {"bleu + precision_1 + model_score"}
+    assert "(features: BLEU, 1-gram precision, model score)" in (ci_run / f"{RUN}/shadow_mt/tables.md").read_text()
+    assert (ci_run / f"{RUN}/shadow_mt/figure7.pdf").read_bytes().startswith(b"%PDF")
+    alice = pd.read_parquet(ci_run / f"{RUN}/shadow_mt/features_alice.parquet")
+    assert {"bleu", "precision_1", "precision_4", "model_score", "hyp_len", "match_4"} <= set(alice.columns)
+    info = json.loads((ci_run / f"{RUN}/models/shadow_mt_alice/train_info.json").read_text())
+    assert info["config"]["d_model"] == 32 and info["n_parameters"] > 0
+    # the translation target adds to the run; the default targets stay up to date
+    assert rules_of(planned_jobs(ci_run, "--configfile", "test_config.yaml")) == set()
+    assert rules_of(planned_jobs(ci_run, "shadow_mt", "--configfile", "test_config.yaml")) == set()
+
+
 def test_everything_up_to_date(ci_run):
     assert rules_of(planned_jobs(ci_run, "--configfile", "test_config.yaml")) == set()
 

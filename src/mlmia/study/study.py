@@ -43,6 +43,8 @@ DEFAULT_GROUP = "default"
 DP_GROUP = "dp"
 #: the shadow protocol's models: shadow_alice, shadow_bob_0, ...
 SHADOW_PREFIX = "shadow_"
+#: the translation target's models (`snakemake shadow_mt`): shadow_mt_alice, shadow_mt_bob_0, ...
+SHADOW_MT_PREFIX = "shadow_mt_"
 #: model keys that are not training settings (where the model comes from)
 NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text")
 log = get_logger(__name__)
@@ -587,6 +589,20 @@ class Study:
             return []
         return [f"{SHADOW_PREFIX}alice"] + [f"{SHADOW_PREFIX}bob_{s}" for s in range(spec["shadows"])]
 
+    def shadow_mt_models(self) -> list[str]:
+        """The translation target's encoder-decoders (config `shadow_mt`): Alice's and Bob's shadows."""
+        spec = self.config.get("shadow_mt")
+        if not spec:
+            return []
+        return [f"{SHADOW_MT_PREFIX}alice"] + [f"{SHADOW_MT_PREFIX}bob_{s}" for s in range(spec["shadows"])]
+
+    def shadow_mt_settings(self, name: str) -> dict:
+        """A translation model's settings: Alice's `shadow_mt.model`, Bob's shadows that with
+        `shadow_mt.shadow_model` over it (the shape Bob guesses)."""
+        spec = self.config["shadow_mt"]
+        who = name.removeprefix(SHADOW_MT_PREFIX)
+        return dict(spec["model"]) if who == "alice" else {**spec["model"], **spec["shadow_model"]}
+
     def trained_models(self) -> list[str]:
         """Every model the workflow trains: the config's models without a `path`, the
         reference pool and the shadow protocol's models."""
@@ -814,6 +830,7 @@ class Study:
         named = [self.group(t) for t in self.tables] + [self.group(f, "figure") for f in self.figures]
         named += [f.get("group", DEFAULT_GROUP) for f in self.findings]
         named += ["shadow"] if self.config.get("shadow") else []
+        named += ["shadow_mt"] if self.config.get("shadow_mt") else []
         return list(dict.fromkeys([DEFAULT_GROUP, *named]))
 
     def dp_outputs(self) -> dict[str, str]:
@@ -847,10 +864,17 @@ class Study:
                  "figure_pdf": "figure7.pdf", "findings_md": "findings.md", "findings_csv": "findings.csv"}  # fmt: skip
         return {key: self.path("shadow", name) for key, name in names.items()}
 
+    def shadow_mt_outputs(self) -> dict[str, str]:
+        """What `snakemake shadow_mt` writes: the files of `snakemake shadow`, for the translation target."""
+        mlm = self.path("shadow") + "/"
+        return {key: self.path("shadow_mt", path.removeprefix(mlm)) for key, path in self.shadow_outputs().items()}
+
     def targets(self, group: str = DEFAULT_GROUP) -> list[str]:
         """Everything a target group builds (`default`: what `snakemake` builds)."""
         if group == "shadow":
             return list(self.shadow_outputs().values())
+        if group == "shadow_mt":
+            return list(self.shadow_mt_outputs().values())
         return (
             [path for table in self.tables if self.group(table) == group for path in self.table_outputs(table)]
             + [

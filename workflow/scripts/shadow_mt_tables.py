@@ -1,0 +1,29 @@
+import pandas as pd
+
+from mlmia.core.io import write_text
+from mlmia.core.runner import run_step
+from mlmia.report.finding import findings_frame
+from mlmia.shadow.mt_workflow import adapted_markdown, tables
+from mlmia.shadow.report import plot_mixed, render_all
+
+
+def main(snakemake):
+    params, out = snakemake.params, snakemake.output
+    features = {name: pd.read_parquet(path) for name, path in zip(params.names, snakemake.input.features)}
+    result = tables(
+        pd.read_parquet(snakemake.input.split), pd.read_parquet(snakemake.input.pairs), features, params.settings
+    )
+    markdown = render_all(result, params.settings["bootstrap"])
+    text = "\n\n".join(text for key, text in markdown.items() if key != "findings") + "\n"
+    write_text(adapted_markdown(text), out.tables_md)
+    tidy = pd.concat(
+        [frame.assign(result=key) for key, frame in result.items() if key not in ("findings",)], ignore_index=True
+    )
+    write_text(tidy.to_csv(index=False), out.tables_csv)
+    for path in (out.figure_png, out.figure_pdf):
+        plot_mixed(result["figure7"], path, title="Figure 7: mixed groups (translation target)")
+    write_text(markdown["findings"], out.findings_md)
+    write_text(findings_frame(result["findings"]).to_csv(index=False), out.findings_csv)
+
+
+run_step(snakemake, main)
