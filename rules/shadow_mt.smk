@@ -97,6 +97,10 @@ rule shadow_mt_tables:
             result(f"shadow_mt/features_{m.removeprefix('shadow_mt_')}.parquet")
             for m in STUDY.shadow_mt_models()
         ],
+        training=[
+            result(f"shadow_mt/{m.removeprefix('shadow_mt_')}.pairs.parquet")
+            for m in STUDY.shadow_mt_models()
+        ],
     output:
         **STUDY.shadow_mt_outputs(),
     log:

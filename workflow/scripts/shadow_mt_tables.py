@@ -3,19 +3,21 @@ import pandas as pd
 from mlmia.core.io import write_text
 from mlmia.core.runner import run_step
 from mlmia.report.finding import findings_frame
-from mlmia.shadow.mt_workflow import adapted_markdown, tables
+from mlmia.shadow.mt_workflow import tables
 from mlmia.shadow.report import plot_mixed, render_all
 
 
 def main(snakemake):
     params, out = snakemake.params, snakemake.output
     features = {name: pd.read_parquet(path) for name, path in zip(params.names, snakemake.input.features)}
+    training = {name: pd.read_parquet(path) for name, path in zip(params.names, snakemake.input.training)}
     result = tables(
-        pd.read_parquet(snakemake.input.split), pd.read_parquet(snakemake.input.pairs), features, params.settings
-    )
+        pd.read_parquet(snakemake.input.split), pd.read_parquet(snakemake.input.pairs), features, training,
+        params.settings,
+    )  # fmt: skip
     markdown = render_all(result, params.settings["bootstrap"])
     text = "\n\n".join(text for key, text in markdown.items() if key != "findings") + "\n"
-    write_text(adapted_markdown(text), out.tables_md)
+    write_text(text, out.tables_md)
     tidy = pd.concat(
         [frame.assign(result=key) for key, frame in result.items() if key not in ("findings",)], ignore_index=True
     )

@@ -12,7 +12,6 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
 from mlmia.shadow import workflow
-from mlmia.shadow.report import TITLES
 
 #: the columns of a model's training pairs
 PAIR_COLUMNS = ["sample_id", "group_id", "text", "target"]
@@ -42,47 +41,17 @@ def queried_pairs(split: pd.DataFrame, pairs: pd.DataFrame, model: str) -> pd.Da
     return out[["sample_id", "text", "target"]]
 
 
-# --------------------------------------------------------------------------- ADAPTER (issue 28)
-# To be removed when the reworked protocol is merged: its Table 2 reads ("bleu", "precision_1" ..
-# "precision_4") and its Table 3 adds "model_score", the columns `translation_features` writes.
-# Today's protocol (`mlmia.shadow.classify.FEATURES`, `MODEL_SCORE_FEATURES`) reads the MLM fill-in's
-# `top1_accuracy` and `energy` instead; here the translation's unigram precision (as a fraction)
-# stands in for the first and minus its model score (a cross-entropy per output token, as the
-# energy is) for the second, and the titles say so.
-ADAPTED_TITLES = {
-    "top-1 accuracy, energy": "1-gram precision, model score",
-    "top-1 accuracy": "1-gram precision",
-}
-
-
-def adapted_features(features: pd.DataFrame) -> pd.DataFrame:
-    """ADAPTER: a translation feature table with the MLM port's `top1_accuracy` and `energy` columns."""
-    return features.assign(top1_accuracy=features["precision_1"] / 100.0, energy=-features["model_score"])
-
-
-def adapted_markdown(text: str) -> str:
-    """ADAPTER: the MLM port's titles of Tables 2-3 renamed for the translation features."""
-    for key in ("table2", "table3"):
-        title = TITLES[key]
-        for old, new in ADAPTED_TITLES.items():
-            title = title.replace(old, new)
-        text = text.replace(TITLES[key], title)
-    return text
-
-
 # --------------------------------------------------------------------------- the tables
 
 
-def tables(split: pd.DataFrame, pairs: pd.DataFrame, features: dict[str, pd.DataFrame], settings: dict) -> dict:
-    """Tables 2-6, Figure 7's numbers and the findings: `mlmia.shadow.workflow.tables` on the
-    translation features (through the adapter above)."""
-    adapted = {name: adapted_features(frame) for name, frame in features.items()}
-    result = workflow.tables(split, pairs, adapted, settings)
-    for key in ("table2", "table3", "table4", "table5"):
-        if key in result:
-            result[key] = result[key].assign(
-                features=result[key]["features"]
-                .str.replace("top1_accuracy", "precision_1", regex=False)
-                .str.replace("energy", "model_score", regex=False)
-            )
-    return result
+def tables(
+    split: pd.DataFrame,
+    pairs: pd.DataFrame,
+    features: dict[str, pd.DataFrame],
+    training: dict[str, pd.DataFrame],
+    settings: dict,
+) -> dict:
+    """Tables 2-6, Figure 7's numbers and the findings: the protocol's entry point
+    (`mlmia.shadow.workflow.tables`) on the translation features; `training` holds each shadow's
+    training pairs (`split_and_pairs`), whose sources flag the OOV pairs of Table 5."""
+    return workflow.tables(split, pairs, features, settings, training)
