@@ -56,6 +56,7 @@ def test_ols_slope_by_hand():
     assert of.ols_slope([4, 8, 12], [1, 2, 2]) == pytest.approx(0.125)
     assert of.ols_slope([1, 2], [5, 3]) == pytest.approx(-2.0)
     assert math.isnan(of.ols_slope([3], [1.0])) and math.isnan(of.ols_slope([2, 2], [1.0, 3.0]))
+    assert (of.p_text(0.0004), of.p_text(0.0126), of.p_text(float("nan"))) == ("< 0.001", "0.013", "")
 
 
 def test_a_curve_that_keeps_growing_after_its_minimum_is_found_growing():

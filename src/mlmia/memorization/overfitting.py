@@ -195,6 +195,18 @@ def seed_trends(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def p_text(p: float) -> str:
+    """A p-value as printed: three decimals, "< 0.001" below that, empty when undefined."""
+    if not np.isfinite(p):
+        return ""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _p_relation(p: float) -> str:
+    text = p_text(p)
+    return text if text.startswith("<") else f"= {text}"
+
+
 def _t_test(values: Sequence[float]) -> tuple[float, float]:
     """The one-sample t statistic of mean 0 and its two-sided p-value (n - 1 degrees of
     freedom); NaN with fewer than two values or no spread."""
@@ -277,7 +289,7 @@ def findings(runs: pd.DataFrame) -> list[Finding]:
             notes.append(f"{int(s['n_passed'])} seed{'' if int(s['n_passed']) == 1 else 's'}: no interval")
         verdict = interval_verdict(low, high, 0.0) if passed_all else "not resolvable"
         if np.isfinite(s["p"]):
-            notes.append(f"t-test of mean slope 0: t = {s['t']:.2f}, p = {s['p']:.3f}")
+            notes.append(f"t-test of mean slope 0: t = {s['t']:.2f}, p {_p_relation(s['p'])}")
         if verdict == "not separated":
             notes.append(f"growth faster than {high:.2f} bits per {SLOPE_EPOCHS} epochs is excluded")
         below = {col: interval_cell(s[col], s[f"{col}_ci_low"], s[f"{col}_ci_high"]) for col in SUMMARY_COLUMNS}
@@ -321,7 +333,7 @@ def render_overfit(curve: pd.DataFrame, summary: pd.DataFrame, overfit: Mapping)
     trend_rows = [
         [str(r["class"]), r["best_epochs"], cell(r, "d_exposure_at_best"), cell(r, "below_run_max"),
          cell(r, "below_ceiling"), f"{r['ceiling']:.2f}", cell(r, "slope"),
-         "" if not np.isfinite(r["p"]) else f"{r['p']:.3f}", f"{int(r['n_passed'])} of {int(r['n_seeds'])}"]
+         p_text(r["p"]), f"{int(r['n_passed'])} of {int(r['n_seeds'])}"]
         for _, r in summary.iterrows()
     ]  # fmt: skip
     return (
@@ -360,8 +372,8 @@ def plot_figure2(
     dpi: int = 150,
 ) -> None:
     """Figure 2, the overfitting experiment: left, d-exposure against epochs (the model's mean
-    with its seed band, each class thin); right, training and validation loss against epochs;
-    the epoch of least mean validation loss dashed in both."""
+    with its seed band, each class thin, its ceiling log2 |C_i| dotted); right, training and
+    validation loss against epochs; the epoch of least mean validation loss dashed in both."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -371,7 +383,9 @@ def plot_figure2(
     over = runs[runs["setting"] == "overfit"]
     for cls, part in over.groupby("class", sort=False):
         mean = part.groupby("epoch")["d_exposure"].mean()
-        left.plot(mean.index, mean.to_numpy(), lw=0.9, alpha=0.8, label=cls)
+        (line,) = left.plot(mean.index, mean.to_numpy(), lw=0.9, alpha=0.8, label=cls)
+        # the class's ceiling log2 |C_i|: at it, d-exposure cannot grow
+        left.axhline(float(part["max_d_exposure"].iloc[0]), color=line.get_color(), ls=":", lw=0.9)
     left.plot(curve["epoch"], curve["d_exposure"], color="black", lw=2.2, label="mean")
     left.fill_between(
         curve["epoch"], curve["d_exposure_ci_low"], curve["d_exposure_ci_high"], color="black", alpha=0.12
@@ -394,7 +408,7 @@ def plot_figure2(
     seeds = int(curve["n_seeds"].max()) if len(curve) else 0
     fig.suptitle(
         f"Figure 2: overfitting ({overfit['fraction']:.0%} of the notes, {overfit['repetitions']} insertions, "
-        f"{seeds} seeds; no dropout, no decay, weight decay {overfit['weight_decay']:g})"
+        f"{seeds} seeds; no dropout, constant learning rate, weight decay {overfit['weight_decay']:g})"
     )
     fig.tight_layout()
     for path in paths:
