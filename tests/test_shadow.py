@@ -676,3 +676,19 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plot_top_share(figure, tmp_path / "figure7.pdf")
     assert (tmp_path / "figure7.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_a_classifier_trained_without_variance_scores_ties_not_nan():
+    import warnings
+
+    from mlmia.shadow.classify import make_classifier, predict_matrix
+
+    x = np.ones((8, 3))
+    y = np.array([True, False] * 4)
+    model = make_classifier("Naive Bayes", 0).fit(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        raw = model.predict_proba(x)[:, 1]
+        pred, score = predict_matrix({"Naive Bayes": model}, x)
+    assert not np.isfinite(raw).all()  # what sklearn gives here: the case this guards
+    assert np.isfinite(score).all() and (score == 0.5).all() and not pred.any()

@@ -158,8 +158,10 @@ def test_shadow_mt_target(ci_run):
     assert set(shadow.classifier) == SHADOW_CLASSIFIERS
     assert shadow.accuracy.between(0, 1).all()
     assert set(shadow[shadow.table == "table4"].evaluation) == {"case_reports", "news"}
-    assert set(shadow[shadow.table == "table3"].features) == {"bleu + precision_1 + model_score"}
-    assert "(features: BLEU, 1-gram precision, model score)" in (ci_run / f"{RUN}/shadow_mt/tables.md").read_text()
+    assert set(shadow[shadow.table == "table3"].features) == {
+        "bleu + precision_1 + precision_2 + precision_3 + precision_4 + model_score"
+    }
+    assert "Table 3: sample-level attack with the model score" in (ci_run / f"{RUN}/shadow_mt/tables.md").read_text()
     assert (ci_run / f"{RUN}/shadow_mt/figure7.pdf").read_bytes().startswith(b"%PDF")
     alice = pd.read_parquet(ci_run / f"{RUN}/shadow_mt/features_alice.parquet")
     assert {"bleu", "precision_1", "precision_4", "model_score", "hyp_len", "match_4"} <= set(alice.columns)

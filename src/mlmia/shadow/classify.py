@@ -108,11 +108,15 @@ def fit_classifiers(
 
 
 def _score(model, x: np.ndarray) -> tuple[np.ndarray, float]:
-    """(score of "in", the score above which the model predicts "in")."""
+    """(score of "in", the score above which the model predicts "in"). A score that is not a finite
+    number (naive Bayes trained on features without variance: a tiny world's identical outputs)
+    carries no ranking: it is the cut, a tie, and the prediction "out", as `predict` gives."""
     if hasattr(model, "decision_function"):
-        return np.asarray(model.decision_function(x), dtype=float), 0.0
-    proba = model.predict_proba(x)
-    return np.asarray(proba[:, list(model.classes_).index(True)], dtype=float), 0.5
+        score, cut = np.asarray(model.decision_function(x), dtype=float), 0.0
+    else:
+        proba = model.predict_proba(x)
+        score, cut = np.asarray(proba[:, list(model.classes_).index(True)], dtype=float), 0.5
+    return np.where(np.isfinite(score), score, cut), cut
 
 
 def predict_matrix(classifiers: dict, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
