@@ -103,6 +103,7 @@ rule shadow_tables:
         "../envs/mlmia.yaml"
     params:
         settings=config.get("shadow", {}),
+        style=config["figure_style"],
         names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
         code=library_code("shadow_tables.py"),
     script:

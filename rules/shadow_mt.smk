@@ -111,6 +111,7 @@ rule shadow_mt_tables:
         "../envs/mlmia.yaml"
     params:
         settings=config["shadow_mt"],
+        style=config["figure_style"],
         names=[m.removeprefix("shadow_mt_") for m in STUDY.shadow_mt_models()],
         code=library_code("shadow_mt_tables.py"),
     script:

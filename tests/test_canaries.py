@@ -47,6 +47,9 @@ WORDS = (
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "batch_size": 16, "lr": 3e-3}
 TINY |= {"warmup_ratio": 0.1, "seed": 0, "dropout": 0.0, "crop_prob": 0.0}
 
+#: a full figure_style, as the schema fills it in
+STYLE = {"context": "paper", "font_scale": 1.0, "width": 5.0, "height": 3.6, "dpi": 60}
+
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
@@ -237,7 +240,7 @@ def test_exposure_table_and_figure(tmp_path):
     assert "| repetitions | canaries | exact, epoch 2 | extrapolated, epoch 2 | exact, epoch 5 |" in markdown
     assert "min-max" in markdown and "| 0 (never inserted) | 7 |" in markdown
     for suffix in ("png", "pdf"):
-        plot_exposure(summary, tmp_path / f"exposure.{suffix}", 6, {"dpi": 60})
+        plot_exposure(summary, tmp_path / f"exposure.{suffix}", 6, STYLE)
     assert matplotlib.image.imread(tmp_path / "exposure.png").std() > 0.01
     assert (tmp_path / "exposure.pdf").read_bytes().startswith(b"%PDF")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exposure.pdf", "exposure.png"]  # no temporary left

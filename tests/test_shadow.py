@@ -672,9 +672,9 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
     assert "single mean shift" in markdown["table6"]
 
     path = tmp_path / "figures" / "figure7.png"
-    plot_top_share(figure, path)
+    style = {"context": "paper", "font_scale": 1.0, "width": 5.0, "height": 3.6, "dpi": 60}
+    plot_top_share(figure, [path, tmp_path / "figure7.pdf"], style)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    plot_top_share(figure, tmp_path / "figure7.pdf")
     assert (tmp_path / "figure7.pdf").read_bytes()[:4] == b"%PDF"
 
 

@@ -56,9 +56,8 @@ def main(snakemake):
         write_text(frame.to_csv(index=False), out[f"{key}_csv"])
     write_text(curve.to_csv(index=False), out.figure2_csv)
     write_text(trends.to_csv(index=False), out.overfit_seeds_csv)
-    dpi = params.style.get("dpi", 150)
-    plot_figure1(tidy, [out.figure1_png, out.figure1_pdf], dpi=dpi)
-    overfitting.plot_figure2(curve, runs, [out.figure2_png, out.figure2_pdf], params.overfit, dpi=dpi)
+    plot_figure1(tidy, [out.figure1_png, out.figure1_pdf], params.style)
+    overfitting.plot_figure2(curve, runs, [out.figure2_png, out.figure2_pdf], params.overfit, params.style)
     write_text("\n".join(markdown for markdown, _ in parts.values()), out.report)
 
 

@@ -5,7 +5,7 @@ useful; `mlmia.defences.audit.utility`): the AUC and the TPR at the audit's FPR 
 target's strongest attack (the attack with the highest AUC on that target), each point with
 its patient-bootstrap 95% interval in both directions, labelled by the accountant's epsilon
 ("no DP" for the target trained without it). Drawn from the audit's per-target table
-(results/<run>/dp/bounds.csv), in the study's figure style (`mlmia.report.figures.apply_style`).
+(results/<run>/dp/bounds.csv), in the study's figure style (`mlmia.report.style.apply_style`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import math
 
 import numpy as np
 import pandas as pd
-
-from mlmia.core.io import atomic_path
 
 
 def _label(row: pd.Series) -> str:
@@ -45,7 +43,7 @@ def privacy_utility_figure(table: pd.DataFrame, fpr: float, style: dict, outputs
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mlmia.report.figures import apply_style
+    from mlmia.report.style import apply_style, save_figure
 
     style = apply_style(style)
     # the targets the zoo's attacks audit (others, e.g. faulty trainers, have no AUC or utility)
@@ -76,9 +74,4 @@ def privacy_utility_figure(table: pd.DataFrame, fpr: float, style: dict, outputs
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize="small", frameon=False)
     fig.suptitle("Privacy and utility of the DP-SGD targets (95% patient-bootstrap intervals)")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
-    try:
-        for path in outputs:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=style["dpi"], format=str(path).rsplit(".", 1)[-1])
-    finally:
-        plt.close(fig)
+    save_figure(fig, outputs, style)

@@ -462,22 +462,19 @@ def exposure_markdown(summary: pd.DataFrame, digits: int, template: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_exposure(summary: pd.DataFrame, path: str | os.PathLike, digits: int, style: Mapping | None = None) -> None:
+def plot_exposure(summary: pd.DataFrame, path: str | os.PathLike, digits: int, style: Mapping) -> None:
     """Exposure against repetitions, one line per epoch: the exact mean (solid, with its
     min-max band) and the extrapolated mean (dashed), and the maximum log2 |R| (dotted).
-    The repetition counts are evenly spaced (0, then the counts in order). Written atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    The repetition counts are evenly spaced (0, then the counts in order). Written atomically,
+    in the config's `figure_style`."""
     import matplotlib.pyplot as plt
 
-    from mlmia.core.io import atomic_path
+    from mlmia.report.style import apply_style, save_figure
 
-    style = dict(style or {})
-    suffix = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
+    apply_style(style)
     reps = sorted(summary["repetitions"].unique())
     x = np.arange(len(reps))
-    fig, ax = plt.subplots(figsize=(float(style.get("width", 5.0)), float(style.get("height", 3.6))))
+    fig, ax = plt.subplots(figsize=(float(style["width"]), float(style["height"])))
     colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.85, max(1, summary["epoch"].nunique())))
     for colour, (epoch, part) in zip(colours, summary.groupby("epoch", sort=True)):
         exact = part[part["estimate"] == "exact"].set_index("repetitions").loc[reps]
@@ -494,6 +491,4 @@ def plot_exposure(summary: pd.DataFrame, path: str | os.PathLike, digits: int, s
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=suffix, dpi=int(style.get("dpi", 150)))
-    plt.close(fig)
+    save_figure(fig, [path], style)

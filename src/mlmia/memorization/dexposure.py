@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.core.io import atomic_path
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import d_exposure, mean_d_exposure
 from mlmia.metrics.intervals import seed_interval
@@ -669,20 +668,16 @@ def render_table3(tidy: pd.DataFrame, phrase: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save_figure(fig, path: str | os.PathLike, dpi: int) -> None:
-    suffix = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=suffix, dpi=dpi)
-
-
-def plot_figure1(tidy: pd.DataFrame, paths: Sequence[str | os.PathLike], dpi: int = 150) -> None:
+def plot_figure1(tidy: pd.DataFrame, paths: Sequence[str | os.PathLike], style: Mapping) -> None:
     """Figure 1: d-exposure at the last checkpoint against repetitions (evenly spaced), one line
     per class and the model's mean (black), with the seed intervals as bands and each class's
-    maximum log2 |C_i| dotted; each path (format from its suffix) written atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    maximum log2 |C_i| dotted; each path (format from its suffix) written atomically, in the
+    config's `figure_style`."""
     import matplotlib.pyplot as plt
+
+    from mlmia.report.style import apply_style, save_figure
+
+    apply_style(style)
 
     last = tidy[tidy["epoch"] == tidy["epoch"].max()]
     reps = sorted(last["repetitions"].unique())
@@ -703,9 +698,7 @@ def plot_figure1(tidy: pd.DataFrame, paths: Sequence[str | os.PathLike], dpi: in
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    for path in paths:
-        save_figure(fig, path, dpi)
-    plt.close(fig)
+    save_figure(fig, paths, style)
 
 
 def entity_labels(chosen: pd.DataFrame, name: bool) -> dict[str, str]:

@@ -153,7 +153,7 @@ def plot_extraction(estimates: pd.DataFrame, by_count: pd.DataFrame, target: str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mlmia.report.figures import apply_style
+    from mlmia.report.style import apply_style, save_figure
 
     style = apply_style(style)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -176,11 +176,7 @@ def plot_extraction(estimates: pd.DataFrame, by_count: pd.DataFrame, target: str
     right.set_ylabel("top-1 reconstructed (% of values)")
     right.legend(fontsize="small")
     fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=style["dpi"], format=str(path).rsplit(".", 1)[-1])
-    finally:
-        plt.close(fig)
+    save_figure(fig, [path], style)
 
 
 def write_extraction_report(

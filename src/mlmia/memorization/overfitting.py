@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.memorization.dexposure import interval_cell, model_means, save_figure
+from mlmia.memorization.dexposure import interval_cell, model_means
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import Finding, interval_verdict
 from mlmia.report.markdown import markdown_table
@@ -369,15 +369,17 @@ def plot_figure2(
     runs: pd.DataFrame,
     paths: Sequence[str | os.PathLike],
     overfit: Mapping,
-    dpi: int = 150,
+    style: Mapping,
 ) -> None:
     """Figure 2, the overfitting experiment: left, d-exposure against epochs (the model's mean
     with its seed band, each class thin, its ceiling log2 |C_i| dotted); right, training and
-    validation loss against epochs; the epoch of least mean validation loss dashed in both."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    validation loss against epochs; the epoch of least mean validation loss dashed in both; in the
+    config's `figure_style`."""
     import matplotlib.pyplot as plt
+
+    from mlmia.report.style import apply_style, save_figure
+
+    apply_style(style)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     over = runs[runs["setting"] == "overfit"]
@@ -411,6 +413,4 @@ def plot_figure2(
         f"{seeds} seeds; no dropout, constant learning rate, weight decay {overfit['weight_decay']:g})"
     )
     fig.tight_layout()
-    for path in paths:
-        save_figure(fig, path, dpi)
-    plt.close(fig)
+    save_figure(fig, paths, style)

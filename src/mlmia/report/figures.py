@@ -17,16 +17,10 @@ import seaborn as sns  # noqa: E402
 
 from mlmia.attacks.base import Attack, get_attack  # noqa: E402
 from mlmia.core.errors import UserError, shown_id  # noqa: E402
-from mlmia.core.io import atomic_path  # noqa: E402
 from mlmia.metrics.classification import population_threshold, published_threshold  # noqa: E402
+from mlmia.report.style import apply_style, save_figure  # noqa: E402
 
 ROLE_COLORS = {"member": "#c0392b", "nonmember": "#2e86c1"}
-
-
-def apply_style(style: dict) -> dict:
-    """Seaborn's theme from the config's `figure_style` (its defaults live in the schema)."""
-    sns.set_theme(context=style["context"], style="whitegrid", font_scale=style["font_scale"])
-    return style
 
 
 def member_threshold(table: pd.DataFrame, attack: Attack, alpha: float, protocol: str) -> float:
@@ -153,9 +147,4 @@ def render_figure(figure_id: str, spec: dict, inputs: dict[str, pd.DataFrame], o
     else:
         raise UserError(f"figure {figure_id!r}: unknown kind {kind!r} (use histogram or roc)")
     fig.tight_layout(rect=(0, 0.22, 1, 0.95) if spec.get("panels") else None)
-    try:
-        for path in outputs:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=style["dpi"], format=str(path).rsplit(".", 1)[-1])
-    finally:
-        plt.close(fig)
+    save_figure(fig, outputs, style)

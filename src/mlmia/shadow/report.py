@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.core.io import atomic_path, require_columns
-from mlmia.report.finding import render_findings
+from mlmia.core.io import require_columns, write_text
+from mlmia.report.finding import findings_frame, render_findings
 from mlmia.report.markdown import markdown_table
 from mlmia.shadow.classify import (
     ACCURACY_COLUMNS,
@@ -179,17 +179,18 @@ def oov_table(
     return _tidy("table5", " + ".join(features), accuracy_table(classifiers, sets, features, seed, n_bootstrap))
 
 
-def plot_top_share(figure: pd.DataFrame, path: str | os.PathLike, title: str = "Figure 7") -> None:
-    """Plot Figure 7 to `path` (format from its suffix: png, pdf, svg), written atomically: the
-    precision of calling the top N% of Alice's pure groups "in" against N, with its interval,
-    one line per classifier; left raw features, right adjusted. A random ranking's precision is
-    the share of in-groups (50%)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot_top_share(
+    figure: pd.DataFrame, paths: Sequence[str | os.PathLike], style: Mapping, title: str = "Figure 7"
+) -> None:
+    """Plot Figure 7 to every path (format from its suffix: png, pdf, svg), written atomically in
+    the config's `figure_style`: the precision of calling the top N% of Alice's pure groups "in"
+    against N, with its interval, one line per classifier; left raw features, right adjusted. A
+    random ranking's precision is the share of in-groups (50%)."""
     import matplotlib.pyplot as plt
 
-    suffix = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
+    from mlmia.report.style import apply_style, save_figure
+
+    apply_style(style)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, kind in zip(axes, ("raw", "adjusted")):
         for name, rows in figure[figure["features"] == kind].groupby("classifier", sort=False):
@@ -213,9 +214,7 @@ def plot_top_share(figure: pd.DataFrame, path: str | os.PathLike, title: str = "
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=suffix, dpi=120)
-    plt.close(fig)
+    save_figure(fig, paths, style)
 
 
 # --------------------------------------------------------------------------- everything at once
@@ -347,3 +346,19 @@ def render_all(tables: Mapping[str, object], n_bootstrap: int = N_BOOTSTRAP) -> 
     if "findings" in tables:
         out["findings"] = render_findings(tables["findings"], FINDINGS_TITLE, findings_method(n_bootstrap))
     return out
+
+
+def write_outputs(result: Mapping[str, object], outputs: Mapping[str, str], n_bootstrap: int, style: Mapping) -> None:
+    """Write one run of the protocol (`mlmia.shadow.workflow.tables`, `mt_workflow.tables`):
+    `tables_md` (every table and Figure 7's numbers), `tables_csv` (the tidy rows, a `result`
+    column naming the table), `figure_png`/`figure_pdf` (Figure 7), `findings_md`/`findings_csv`."""
+    markdown = render_all(result, n_bootstrap)
+    write_text("\n\n".join(text for key, text in markdown.items() if key != "findings") + "\n", outputs["tables_md"])
+    tidy = pd.concat(
+        [frame.assign(result=key) for key, frame in result.items() if key not in ("findings", "shift")],
+        ignore_index=True,
+    )
+    write_text(tidy.to_csv(index=False), outputs["tables_csv"])
+    plot_top_share(result["figure7"], [outputs["figure_png"], outputs["figure_pdf"]], style)
+    write_text(markdown["findings"], outputs["findings_md"])
+    write_text(findings_frame(result["findings"]).to_csv(index=False), outputs["findings_csv"])
