@@ -621,7 +621,7 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
         features[name] = fill_in_features(model, tokenizer, queried[["sample_id", "text"]], seed=0)
 
     result = tables(split, pairs, features, settings, texts)
-    assert set(result) == {"table2", "table3", "table4", "table5", "table6", "figure7", "shift", "findings"}
+    assert set(result) == {"table1", "table2", "table3", "table4", "table5", "table6", "figure7", "shift", "findings"}
     t2 = result["table2"]
     assert set(t2["evaluation"]) == {"Bob:train", "Bob:valid", "Bob:test", "Alice"}
     assert len(t2) == 20 and t2["selected"].sum() == 4  # one classifier selected, on each of 4 sets
@@ -692,3 +692,32 @@ def test_a_classifier_trained_without_variance_scores_ties_not_nan():
         pred, score = predict_matrix({"Naive Bayes": model}, x)
     assert not np.isfinite(raw).all()  # what sklearn gives here: the case this guards
     assert np.isfinite(score).all() and (score == 0.5).all() and not pred.any()
+
+
+def test_model_fit_reports_each_models_bleu_in_and_out():
+    from mlmia.shadow.report import model_fit, render_model_fit
+
+    probes = pd.DataFrame(
+        {
+            "probe_set": ["alice", "alice", "alice", "ood"],
+            "member": [True, False, False, False],
+            "bleu": [90.0, 40.0, 60.0, 5.0],
+            "model_score": [-0.1, -1.0, -2.0, -3.0],
+        }
+    )
+    bob = pd.DataFrame(
+        {
+            "shadow": [0, 0, 1, 1],
+            "member": [True, False, True, False],
+            "bleu": [80.0, 30.0, 8.0, 9.0],
+            "model_score": [-0.2, -1.5, -2.5, -2.6],
+        }
+    )
+    fit = model_fit(bob, probes).set_index(["model", "set"])
+    # by hand: Alice's out-probes (not the OOD one) average 50; shadow 1 fits no better in than out
+    assert fit.loc[("alice", "in"), "bleu"] == 90.0 and fit.loc[("alice", "out"), "bleu"] == 50.0
+    assert fit.loc[("alice", "out"), "n"] == 2 and fit.loc[("alice", "out"), "model_score"] == -1.5
+    assert fit.loc[("bob_1", "in"), "bleu"] == 8.0 and fit.loc[("bob_1", "out"), "bleu"] == 9.0
+    markdown = render_model_fit(fit.reset_index())
+    assert "| bob_1 | 8.0 (1) | 9.0 (1) | -1.0 |" in markdown
+    assert "| alice | 90.0 (1) | 50.0 (2) | +40.0 |" in markdown

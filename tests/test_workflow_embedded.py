@@ -135,8 +135,10 @@ def test_zoo_and_shadow_targets(ci_run):
     assert steps["base"].pattern_sizes.map(list).equals(steps["ref_domain"].pattern_sizes.map(list))
     # Hisamoto et al.'s tables: accuracies of the five classifiers, bounded, with intervals
     shadow = pd.read_csv(ci_run / f"{RUN}/shadow/tables.csv")
-    assert set(shadow.table.dropna()) == {"table2", "table3", "table4", "table5", "table6"}
-    assert set(shadow.classifier) == SHADOW_CLASSIFIERS
+    assert set(shadow.table.dropna()) == {"table1", "table2", "table3", "table4", "table5", "table6"}
+    assert set(shadow.classifier.dropna()) == SHADOW_CLASSIFIERS
+    fit = shadow[shadow.table == "table1"]  # each model's BLEU in and out
+    assert set(zip(fit.model, fit.set)) == {(m, s) for m in ("alice", "bob_0", "bob_1") for s in ("in", "out")}
     assert shadow.accuracy.between(0, 1).all()
     sentences = shadow[shadow.table.isin(["table2", "table3"])]
     assert ((sentences.ci_low <= sentences.accuracy) & (sentences.accuracy <= sentences.ci_high)).all()
@@ -154,8 +156,10 @@ def test_shadow_mt_target(ci_run):
     """Hisamoto et al.'s protocol on the translation target: encoder-decoders on the parallel corpus."""
     run_snakemake(ci_run, "shadow_mt", "--configfile", "test_config.yaml")
     shadow = pd.read_csv(ci_run / f"{RUN}/shadow_mt/tables.csv")
-    assert set(shadow.table.dropna()) == {"table2", "table3", "table4", "table5", "table6"}
-    assert set(shadow.classifier) == SHADOW_CLASSIFIERS
+    assert set(shadow.table.dropna()) == {"table1", "table2", "table3", "table4", "table5", "table6"}
+    assert set(shadow.classifier.dropna()) == SHADOW_CLASSIFIERS
+    fit = shadow[shadow.table == "table1"]  # each model's BLEU in and out
+    assert set(zip(fit.model, fit.set)) == {(m, s) for m in ("alice", "bob_0", "bob_1") for s in ("in", "out")}
     assert shadow.accuracy.between(0, 1).all()
     assert set(shadow[shadow.table == "table4"].evaluation) == {"case_reports", "news"}
     assert set(shadow[shadow.table == "table3"].features) == {

@@ -62,6 +62,7 @@ from mlmia.shadow.split import probe_table
 TIDY_COLUMNS = ["table", "features", *ACCURACY_COLUMNS, "selected"]
 BOB_SETS = ("Bob:train", "Bob:valid", "Bob:test")
 TITLES = {
+    "table1": "Table 1: the models' sentence BLEU on the sentences they trained on (in) and on held-out ones (out)",
     "table2": "Table 2: sample-level attack (features: sentence BLEU and its 1-4-gram precisions)",
     "table3": "Table 3: sample-level attack with the model score (features: Table 2's and the model score)",
     "table4": "Table 4: out-of-domain probes (all out; accuracy = fraction called out)",
@@ -110,6 +111,35 @@ def probe_feature_table(split: pd.DataFrame, alice_features: pd.DataFrame) -> pd
 
 
 # --------------------------------------------------------------------------- tables
+
+
+def model_fit(bob: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
+    """Each model's mean sentence BLEU and model score on the sentences it trained on ("in") and on
+    held-out ones ("out"): Alice's on her in- and out-probes (not the OOD probes), each shadow's on
+    its pair's slices. As the paper's Table 1 reports its models' BLEU: a shadow that does not fit
+    its own training sentences (in no better than out, or far below Alice's) makes a poor stand-in
+    for Alice, and the protocol's tables inherit that."""
+    sets = [("alice", probes[probes["probe_set"] == "alice"])]
+    sets += [(f"bob_{int(s)}", part) for s, part in bob.groupby("shadow", sort=True)]
+    rows = []
+    for model, part in sets:
+        for member, label in ((True, "in"), (False, "out")):
+            chosen = part[part["member"].astype(bool) == member]
+            rows.append({"table": "table1", "model": model, "set": label, "n": len(chosen), "bleu": float(chosen["bleu"].mean()),
+                         "model_score": float(chosen["model_score"].mean())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def render_model_fit(fit: pd.DataFrame) -> str:
+    """Table 1 as Markdown: one row per model, BLEU and model score in and out, and the gap in BLEU."""
+    body = []
+    for model, part in fit.groupby("model", sort=False):
+        inside, outside = part[part["set"] == "in"].iloc[0], part[part["set"] == "out"].iloc[0]
+        body.append([model, f"{inside['bleu']:.1f} ({int(inside['n'])})", f"{outside['bleu']:.1f} ({int(outside['n'])})",
+                     f"{inside['bleu'] - outside['bleu']:+.1f}", f"{inside['model_score']:.3f}",
+                     f"{outside['model_score']:.3f}"])  # fmt: skip
+    header = ["model", "BLEU in (n)", "BLEU out (n)", "in - out", "model score in", "model score out"]
+    return f"# {TITLES['table1']}\n\n" + markdown_table(header, body) + "\n"
 
 
 def _tidy(table: str, features: str, accuracy: pd.DataFrame) -> pd.DataFrame:
@@ -232,8 +262,9 @@ def shadow_tables(
     percentages: Sequence[float] = TOP_PERCENTAGES,
     margin: float = NEAR_CHANCE_MARGIN,
 ) -> dict:
-    """Tables 2-6 and Figure 7's numbers as tidy DataFrames keyed table2 ... table6, figure7, the
+    """Tables 1-6 and Figure 7's numbers as tidy DataFrames keyed table1 ... table6, figure7, the
     adjustment shift ("shift") and the findings (`Finding` records, "findings")."""
+    table1 = model_fit(bob, probes)
     table2, classifiers = sample_table(bob, probes, FEATURES, seed, n_bootstrap, "table2")
     table3, _ = sample_table(bob, probes, MODEL_SCORE_FEATURES, seed, n_bootstrap, "table3")
     table4 = ood_table(classifiers, probes, FEATURES, seed, n_bootstrap)
@@ -242,7 +273,14 @@ def shadow_tables(
         bob, probes, seed, n_bootstrap, group_size, groups, bleu_edges(bins), percentages
     )
     table6 = _tidy("table6", f"groups of {int(group_size)}", rows)
-    tables = {"table2": table2, "table3": table3, "table4": table4, "table5": table5, "table6": table6}
+    tables = {
+        "table1": table1,
+        "table2": table2,
+        "table3": table3,
+        "table4": table4,
+        "table5": table5,
+        "table6": table6,
+    }
     tables["figure7"] = figure7
     tables["shift"] = shift
     tables["findings"] = findings(tables, margin, n_bootstrap)
@@ -335,7 +373,13 @@ def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int = N_BOOTSTRAP)
 
 def render_all(tables: Mapping[str, object], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, str]:
     """Markdown of every table `shadow_tables` returns (keys as there)."""
-    out = {key: render_markdown(tables[key], TITLES[key], n_bootstrap) for key in TITLES if key in tables}
+    out = {
+        key: render_markdown(tables[key], TITLES[key], n_bootstrap)
+        for key in TITLES
+        if key in tables and key != "table1"
+    }
+    if "table1" in tables:
+        out = {"table1": render_model_fit(tables["table1"]), **out}
     if "shift" in tables and "table6" in out:
         out["table6"] += (
             f"\nAdjustment (the paper's single mean shift): Alice's sentence and corpus BLEU moved by "
