@@ -721,3 +721,13 @@ def test_model_fit_reports_each_models_bleu_in_and_out():
     markdown = render_model_fit(fit.reset_index())
     assert "| bob_1 | 8.0 (1) | 9.0 (1) | -1.0 |" in markdown
     assert "| alice | 90.0 (1) | 50.0 (2) | +40.0 |" in markdown
+
+
+def test_each_shadow_trains_with_its_own_seed():
+    from mlmia.shadow.split import shadow_model_settings
+
+    settings = {"epochs": 30, "seed": 5}
+    assert shadow_model_settings(settings, "alice") == settings
+    assert shadow_model_settings(settings, "bob_0") == settings
+    assert [shadow_model_settings(settings, f"bob_{s}")["seed"] for s in (1, 2, 3)] == [6, 7, 8]
+    assert shadow_model_settings({"epochs": 30}, "bob_2") == {"epochs": 30, "seed": 2}  # the default seed 0

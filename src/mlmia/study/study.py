@@ -25,6 +25,7 @@ from mlmia.data.manifest import TRAINED_ROLES
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
+from mlmia.shadow.split import shadow_model_settings
 from mlmia.study.audit import audit_spec
 from mlmia.study.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.study.optional import without_optional
@@ -601,7 +602,9 @@ class Study:
         `shadow_mt.shadow_model` over it (the shape Bob guesses)."""
         spec = self.config["shadow_mt"]
         who = name.removeprefix(SHADOW_MT_PREFIX)
-        return dict(spec["model"]) if who == "alice" else {**spec["model"], **spec["shadow_model"]}
+        return shadow_model_settings(
+            spec["model"] if who == "alice" else {**spec["model"], **spec["shadow_model"]}, who
+        )
 
     def trained_models(self) -> list[str]:
         """Every model the workflow trains: the config's models without a `path`, the
@@ -638,6 +641,7 @@ class Study:
             who = name[len(SHADOW_PREFIX) :]
             shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
             settings = {k: v for k, v in self.models[shape].items() if k not in NOT_SETTINGS}
+            settings = shadow_model_settings(settings, who)
             return {"text": self.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
         spec = self.models[name]
         canaries = self.gradient_canaries()
