@@ -135,7 +135,7 @@ def test_write_world(tmp_path):
 
 
 def test_general_corpus_mixes_news_with_the_asked_share_of_medical_prose():
-    from mlmia.world.corpus import general_sentences
+    from mlmia.world.lexicon import general_sentences
 
     news = set(general_sentences())
     world = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.25, "note_share": 0.0}})

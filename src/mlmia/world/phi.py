@@ -111,9 +111,6 @@ MONTHS = (
     "December",
 )
 RELATIVES = ("daughter", "son", "wife", "husband", "sister", "brother", "niece", "nephew")
-# the world's templates that carry PHI (a physician, a state, a date): left out of the
-# PHI-free sentences, whose words are all labelled O
-_PHI_BEARING = {"_m_labs", "_m_imaging", "_m_followup", "_m_social", "_i_imaging", "_i_followup"}
 
 
 def tag_names(classes: Sequence[str] = PHI_CLASSES) -> list[str]:
@@ -177,7 +174,7 @@ def _faker_places() -> tuple[tuple, tuple, tuple, tuple]:
 
 def phi_world(seed: int, hospitals: int, ambiguous: int) -> PhiWorld:
     """The pools of names and places, deterministic in (seed, hospitals, ambiguous)."""
-    from mlmia.world.corpus import lexicon
+    from mlmia.world.lexicon import lexicon
 
     lex = lexicon()
     rng = random.Random(f"phi-world:{seed}")
@@ -264,7 +261,7 @@ def _pick(rng: random.Random, items, weights=None):
 
 
 def _make_patient(rng: random.Random, world: PhiWorld, lex, pid: str, register: str) -> _Patient:
-    from mlmia.world.corpus import make_patient
+    from mlmia.world.patients import make_patient
 
     facts = make_patient(rng, lex, pid, register)
     female = facts.sex == "F"
@@ -542,17 +539,15 @@ def generate_notes(config: Mapping | None = None) -> pd.DataFrame:
     Returns a table with columns sentence_id, group_id (the patient), register (mimic|i2b2),
     split (train|valid), words (list of whitespace words), tags (list of BIO tags, one per
     word). See the module docstring for what is generated; settings: `PHI_DEFAULTS`."""
-    from mlmia.world.corpus import I2B2_TEMPLATES, MIMIC_TEMPLATES, lexicon
+    from mlmia.world.lexicon import lexicon
+    from mlmia.world.registers import i2b2, mimic
 
     cfg = phi_settings(config)
     seed = int(cfg["seed"])
     lex = lexicon()
     world = phi_world(seed, int(cfg["hospitals"]), int(cfg["ambiguous"]))
     phrase = phrase_slot(cfg["phrase"])
-    free = {
-        "mimic": [(fn, w) for fn, w in MIMIC_TEMPLATES if fn.__name__ not in _PHI_BEARING],
-        "i2b2": [(fn, w) for fn, w in I2B2_TEMPLATES if fn.__name__ not in _PHI_BEARING],
-    }
+    free = {"mimic": mimic.REGISTER.phi_free(), "i2b2": i2b2.REGISTER.phi_free()}
     writers = {"mimic": _mimic_phi, "i2b2": _i2b2_phi}
     rng = random.Random(f"phi-notes:{seed}")
     n_sent = int(cfg["sentences_per_patient"])
@@ -567,8 +562,8 @@ def generate_notes(config: Mapping | None = None) -> pd.DataFrame:
             if rng.random() < float(cfg["phi_share"]):
                 words, tags, found = _assemble(writers[register](rng, p, world, phrase))
             else:
-                fn = _pick(rng, [t for t, _ in free[register]], [w for _, w in free[register]])
-                words, tags, found = _assemble([fn(rng, p.facts)])
+                template = _pick(rng, free[register], [t.weight for t in free[register]])
+                words, tags, found = _assemble([template.render(rng, p.facts)])
             slots.extend((len(rows), k, cls, role) for k, cls, role in found)
             rows.append(
                 {"sentence_id": f"{pid}-{j:03d}", "group_id": pid, "register": register, "words": words, "tags": tags}
