@@ -4,10 +4,20 @@ line with them."""
 
 from __future__ import annotations
 
+import random
 import re
 
 from mlmia.world.lexicon import FREQUENCIES, OUTCOMES, RELATIONS, word_list
 from mlmia.world.patients import pick, pronouns
+from mlmia.world.phi_entities import (
+    PhiPatient,
+    PhiWorld,
+    city,
+    date_entity,
+    entity,
+    fill_phrase,
+    phrase_filler,
+)
 from mlmia.world.registers.template import Register, Template, any_diagnosis, labs, stay_date, vitals
 
 
@@ -133,3 +143,82 @@ def i2b2_habits(text: str) -> str:
     for pat, rep in _HABITS:
         text = pat.sub(rep, text)
     return text
+
+
+# PHI templates: the notes of the d-exposure tagger (`mlmia.world.phi`)
+
+
+def phi_sentence(rng: random.Random, p: PhiPatient, world: PhiWorld, phrase: tuple[list[str], int]) -> list:
+    """One sentence of PHI templates as segments (`mlmia.world.phi_entities`), drawn by weight."""
+    he, his, _, male, title = pronouns(p.facts.sex)
+    f = p.facts
+    choices = [
+        (1.0, lambda: ["ADMISSION DATE:", date_entity(rng, p, "us", 0), "DISCHARGE DATE:", date_entity(rng, p, "us")]),
+        (
+            1.0,
+            lambda: [
+                f"HISTORY OF PRESENT ILLNESS: {title}",
+                entity("PERSON", p.last, "surname"),
+                f"is a {f.age}-year-old {male} who was admitted to",
+                entity("ORGANIZATION", p.hospital[0], "place"),
+                "on",
+                date_entity(rng, p, "us", 0),
+                f"with {f.complaint} .",
+            ],
+        ),
+        (0.7, lambda: ["ATTENDING:", entity("PERSON", f"{p.doctor_first} {p.doctor}", "surname"), ", M.D."]),
+        (
+            1.0,
+            lambda: [
+                f"DISPOSITION: {he.capitalize()} will follow up with Dr.",
+                entity("PERSON", p.doctor, "surname"),
+                "at",
+                entity("ORGANIZATION", p.hospital[0], "place"),
+                ".",
+            ],
+        ),
+        (
+            1.0,
+            lambda: [
+                "SOCIAL HISTORY: The patient lives in",
+                city(p.city),
+                ",",
+                entity("LOCATION", p.state),
+                f"{pick(rng, ['alone', 'with family', f'with {his} {p.relative}'])} .",
+            ],
+        ),
+        (
+            1.0,
+            lambda: [
+                "The patient was transferred from",
+                entity("ORGANIZATION", p.transfer[1], "place"),
+                "on",
+                date_entity(rng, p, "month_day"),
+                ".",
+            ],
+        ),
+        (0.6, lambda: ["cc: Dr.", entity("PERSON", p.doctor, "surname"), ",", entity("ORGANIZATION", p.hospital[0])]),
+        (0.6, lambda: ["ADDRESS:", entity("LOCATION", p.street), ",", city(p.city), ",", entity("LOCATION", p.state)]),
+        (
+            0.7,
+            lambda: [
+                f"{he.capitalize()} was last seen by Dr.",
+                entity("PERSON", p.doctor, "surname"),
+                "in",
+                date_entity(rng, p, "month_year"),
+                ".",
+            ],
+        ),
+        (
+            0.7,
+            lambda: [
+                f"{his.capitalize()} {p.relative}",
+                entity("PERSON", p.relative_first),
+                "lives in",
+                city(p.moved_from),
+                "and will assist with care at home .",
+            ],
+        ),
+        (0.6, lambda: fill_phrase(phrase, phrase_filler(rng, world))),
+    ]
+    return pick(rng, [c for _, c in choices], [w for w, _ in choices])()

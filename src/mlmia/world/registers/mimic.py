@@ -3,8 +3,19 @@ strings such as `WBC-11.2`, `# diagnosis:` problem lines, terse exam lines, ISO 
 
 from __future__ import annotations
 
+import random
+
 from mlmia.world.lexicon import OUTCOMES, RELATIONS, word_list
 from mlmia.world.patients import pick, pronouns
+from mlmia.world.phi_entities import (
+    PhiPatient,
+    PhiWorld,
+    city,
+    date_entity,
+    entity,
+    fill_phrase,
+    phrase_filler,
+)
 from mlmia.world.registers.template import Register, Template, any_diagnosis, labs, stay_date, vitals
 
 NUMBER_WORDS = {1: "One", 2: "Two", 3: "Three", 4: "Four"}
@@ -128,3 +139,101 @@ REGISTER = Register(
         Template("m_allergy", _allergies, 0.4),
     ),
 )
+
+
+# PHI templates: the notes of the d-exposure tagger (`mlmia.world.phi`)
+
+
+def phi_sentence(rng: random.Random, p: PhiPatient, world: PhiWorld, phrase: tuple[list[str], int]) -> list:
+    """One sentence of PHI templates as segments (`mlmia.world.phi_entities`), drawn by weight."""
+    he, his, man, _, title = pronouns(p.facts.sex)
+    f = p.facts
+    choices = [
+        (
+            1.0,
+            lambda: ["Admission Date:", date_entity(rng, p, "iso", 0), "Discharge Date:", date_entity(rng, p, "iso")],
+        ),
+        (0.8, lambda: ["Name:", entity("PERSON", f"{p.first} {p.last}", "surname"), f"Unit No: {f.mrn}"]),
+        (
+            1.0,
+            lambda: [
+                title,
+                entity("PERSON", p.last, "surname"),
+                f"is a {f.age} year old {man} transferred from",
+                entity("ORGANIZATION", p.transfer[0], "place"),
+                f"with {f.complaint} .",
+            ],
+        ),
+        (
+            1.0,
+            lambda: [
+                "Followup Instructions: please follow up with Dr.",
+                entity("PERSON", p.doctor, "surname"),
+                "at",
+                entity("ORGANIZATION", p.hospital[0], "place"),
+                f"in {rng.randint(1, 6)} weeks .",
+            ],
+        ),
+        (
+            1.0,
+            lambda: [
+                f"Social History: lives {pick(rng, ['alone', 'with family', f'with {his} {p.relative}'])} in",
+                city(p.city),
+                ",",
+                entity("LOCATION", p.state),
+                f", {pick(rng, ['denies tobacco', 'former smoker', 'smokes 1 ppd', 'quit tobacco 10 years ago'])} .",
+            ],
+        ),
+        (0.6, lambda: ["Address:", entity("LOCATION", p.street), ",", city(p.city), ",", entity("LOCATION", p.state)]),
+        (
+            1.0,
+            lambda: [
+                f"{he.capitalize()} was transferred to us from",
+                entity("ORGANIZATION", p.transfer[1], "place"),
+                "for further management .",
+            ],
+        ),
+        (
+            0.7,
+            lambda: [
+                f"{his.capitalize()} {p.relative}",
+                entity("PERSON", p.relative_first),
+                "called from",
+                city(p.moved_from),
+                "to discuss the plan .",
+            ],
+        ),
+        (
+            0.8,
+            lambda: [
+                pick(rng, ["CXR", "CT chest", "CT head", "RUQ US", "MRI"]),
+                "on",
+                date_entity(rng, p, "iso"),
+                f"showed {pick(rng, f.findings)} .",
+            ],
+        ),
+        (
+            0.6,
+            lambda: [
+                "Dictated By:",
+                entity("PERSON", f"{p.doctor_first} {p.doctor}", "surname"),
+                ", MD on",
+                date_entity(rng, p, "iso"),
+            ],
+        ),
+        (
+            0.8,
+            lambda: [
+                f"{he.capitalize()} was seen by Dr.",
+                entity("PERSON", p.doctor, "surname"),
+                f"in the {pick(rng, f.services)} clinic at",
+                entity("ORGANIZATION", p.hospital[1], "place"),
+                "on",
+                date_entity(rng, p, "iso"),
+                ".",
+            ],
+        ),
+        (0.5, lambda: [f"{he.capitalize()} recently moved from", city(p.moved_from), "to", city(p.city), "."]),
+        (0.6, lambda: fill_phrase(phrase, phrase_filler(rng, world))),
+    ]
+    return pick(rng, [c for _, c in choices], [w for w, _ in choices])()
