@@ -34,8 +34,6 @@ from mlmia.world.lexicon import general_sentences, lexicon
 from mlmia.world.patient_phi import patient_phi
 from mlmia.world.patients import Patient, make_patient, pick, sentence_count
 from mlmia.world.registers import case_report, i2b2, mimic
-from mlmia.world.registers.case_report import abstract_sentence
-from mlmia.world.registers.i2b2 import i2b2_habits
 
 log = get_logger(__name__)
 
@@ -95,7 +93,7 @@ def patient_sentences(
     def draw(st: str, opening: bool) -> tuple[str, str]:
         if st == "i2b2-habits":  # a MIMIC template written with i2b2 habits
             kind, text = draw("mimic", opening)
-            return kind, i2b2_habits(text)
+            return kind, i2b2.i2b2_habits(text)
         register = REGISTERS[st]
         template = (
             register.opening if opening else pick(rng, register.templates, [t.weight for t in register.templates])
@@ -214,7 +212,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
             {
                 "sample_id": f"abstract-{j:05d}",
                 "group_id": f"abstract-{j // 10:05d}",
-                "text": abstract_sentence(rng_d, lex),
+                "text": case_report.abstract_sentence(rng_d, lex),
             }
         )
     domain = pd.DataFrame(drows, columns=["sample_id", "group_id", "text"])
@@ -238,7 +236,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
                 {
                     "sample_id": f"encyclopedic-{i:05d}",
                     "group_id": f"encyclopedic-{i // 10:05d}",
-                    "text": abstract_sentence(rng_gm, lex),
+                    "text": case_report.abstract_sentence(rng_gm, lex),
                 }
             )
             i += 1

@@ -98,7 +98,7 @@ def phi_world(seed: int, hospitals: int, ambiguous: int) -> PhiWorld:
     return PhiWorld(ff, wf, fm, wm, la, wl, streets, street_suffixes, cities, states, names, weights, tuple(chosen))
 
 
-# roles mark the one-word entity positions that an ambiguous word may replace
+#: the role of each slot class's one-word entity position, which an ambiguous word may replace
 SUBSTITUTABLE = {"PERSON": "surname", "LOCATION": "city", "ORGANIZATION": "place"}
 
 
@@ -133,6 +133,7 @@ class PhiPatient:
 
 
 def make_phi_patient(rng: random.Random, world: PhiWorld, lex: Lexicon, pid: str, register: str) -> PhiPatient:
+    """A patient of the world (`make_patient`) with PHI drawn from `world`'s pools."""
     facts = make_patient(rng, lex, pid, register)
     female = facts.sex == "F"
     first = pick(rng, world.first_female, world.w_female) if female else pick(rng, world.first_male, world.w_male)

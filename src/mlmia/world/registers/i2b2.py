@@ -1,6 +1,9 @@
 """The i2b2 register: Partners discharge-summary habits, the shifted source (upper-case section
 headers, `p.o. b.i.d.`, MM/DD/YYYY dates, spelled-out vitals); `i2b2_habits` rewrites a MIMIC
-line with them."""
+line with them.
+
+`REGISTER`: the corpus templates over a patient's facts; `phi_sentence`: the same habits with
+labelled PHI entities, for the d-exposure tagger's notes (`mlmia.world.phi`)."""
 
 from __future__ import annotations
 
@@ -145,7 +148,7 @@ def i2b2_habits(text: str) -> str:
     return text
 
 
-# PHI templates: the notes of the d-exposure tagger (`mlmia.world.phi`)
+# PHI templates: sentences with labelled PHI entities, for the d-exposure tagger's notes
 
 
 def phi_sentence(rng: random.Random, p: PhiPatient, world: PhiWorld, phrase: tuple[list[str], int]) -> list:

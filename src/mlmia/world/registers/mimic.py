@@ -1,5 +1,8 @@
 """The MIMIC register: MIMIC-III discharge-summary habits (`Sig: One (1) Tablet PO BID`, lab
-strings such as `WBC-11.2`, `# diagnosis:` problem lines, terse exam lines, ISO dates)."""
+strings such as `WBC-11.2`, `# diagnosis:` problem lines, terse exam lines, ISO dates).
+
+`REGISTER`: the corpus templates over a patient's facts; `phi_sentence`: the same habits with
+labelled PHI entities, for the d-exposure tagger's notes (`mlmia.world.phi`)."""
 
 from __future__ import annotations
 
@@ -141,7 +144,7 @@ REGISTER = Register(
 )
 
 
-# PHI templates: the notes of the d-exposure tagger (`mlmia.world.phi`)
+# PHI templates: sentences with labelled PHI entities, for the d-exposure tagger's notes
 
 
 def phi_sentence(rng: random.Random, p: PhiPatient, world: PhiWorld, phrase: tuple[list[str], int]) -> list:
