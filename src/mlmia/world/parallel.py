@@ -3,7 +3,7 @@ translation task of the shadow protocol's translation target (Hisamoto, Post and
 machine-translation system; `snakemake shadow_mt`, `mlmia.shadow.translation`).
 
 Each pair is one fact record of one synthetic patient (a vitals line, a discharge medication, a
-hospital-course sentence, ...; the patients, lexicon and values of `mlmia.world.corpus`):
+hospital-course sentence, ...; the patients and lexicon of `mlmia.world.patients` and `.lexicon`):
 
 - the source (`text`) renders it in the MIMIC register (`VS: T 98.6 BP 120/80 HR 72 ...`,
   `Sig: One (1) Tablet PO BID`, ISO dates), or for the case-report probes in the case-report register;
@@ -16,7 +16,7 @@ hospital-course sentence, ...; the patients, lexicon and values of `mlmia.world.
   (`variant` records the choices, e.g. "t1.o4.s0", for analysis; every fact of the target is in the source).
 
 Documents are patients (`group_id`), `sentences_per_document` sentences each (uniform within a third
-around it, `mlmia.world.corpus.sentence_count`), the first a fixed opener of the subcorpus. Subcorpora
+around it, `mlmia.world.patients.sentence_count`), the first a fixed opener of the subcorpus. Subcorpora
 (`subcorpus`, each a mix of fact kinds): `discharge`, `progress` and `consult` notes (MIMIC sources),
 `case_reports` (the same facts written as a case report: a source register the clinical subcorpora never
 use, for the out-of-domain probes) and `news` (sentences of the Lee news corpus, in documents of
@@ -177,7 +177,7 @@ def _and(items: list[str]) -> str:
 
 
 def mimic_source(r: dict) -> str:
-    """A fact record in the MIMIC register (the habits of `mlmia.world.corpus`'s MIMIC templates)."""
+    """A fact record in the MIMIC register (the habits of `mlmia.world.registers.mimic`)."""
     kind = r["kind"]
     if kind == "hpi":
         return (f"{r['title']} {r['last']} is a {r['age']} year old {r['man']} with a history of {_and(r['dx'])} "
