@@ -135,7 +135,7 @@ def test_write_world(tmp_path):
 
 
 def test_general_corpus_mixes_news_with_the_asked_share_of_medical_prose():
-    from mlmia.world.corpus import general_sentences
+    from mlmia.world.lexicon import general_sentences
 
     news = set(general_sentences())
     world = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.25, "note_share": 0.0}})
@@ -210,3 +210,33 @@ def test_the_dp_private_text_adds_new_patients_and_never_a_world_sample(world):
     for bad in ({"patients": -1}, {"patients": True}, {"people": 3}):
         with pytest.raises(UserError, match="dp_corpus"):
             dp_corpus_settings(bad)
+
+
+def test_a_template_writes_the_patients_phi_exactly_when_it_is_flagged_phi_bearing():
+    """PHI here is what the d-exposure tagger labels: a name, a place or a date of the patient
+    (the surname, the physician, the state, the stay's dates of `patient_phi`). The PHI-labelled
+    notes take their all-O sentences from the templates not flagged (`mlmia.world.phi`), so the
+    flag, never a template's name, decides them: every sentence of a flagged template holds one
+    of those values, no sentence of another template does."""
+    import random
+    import re
+
+    from mlmia.world.corpus import REGISTERS
+    from mlmia.world.lexicon import lexicon
+    from mlmia.world.patient_phi import patient_phi
+    from mlmia.world.patients import make_patient
+
+    rng = random.Random(0)
+    flagged = set()
+    for source, register in REGISTERS.items():
+        for template in (register.opening, *register.templates):
+            for i in range(30):
+                patient = make_patient(rng, lexicon(), f"{source}-{i:05d}", source)
+                values = patient_phi([patient]).query("kind in ['surname', 'physician', 'state', 'date']")["value"]
+                text = template.render(rng, patient)
+                written = [v for v in values if re.search(rf"(?<![\w/-]){re.escape(v)}(?![\w/-])", text)]
+                assert bool(written) == template.phi_bearing, (template.name, text)
+            if template.phi_bearing:
+                flagged.add(template.name)
+    # the PHI-bearing templates as the notes have always left them out of their PHI-free sentences
+    assert flagged == {"m_hpi", "m_labs", "m_imaging", "m_followup", "m_social", "i_hpi", "i_imaging", "i_followup"}

@@ -15,11 +15,13 @@ import yaml
 from workflow_helpers import REPO, copy_workflow, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
+from mlmia.data.i2b2_phi import i2b2_labelled_sentences
 from mlmia.memorization import dexposure as dx
 from mlmia.memorization import overfitting as of
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import FINDING_COLUMNS, VERDICTS
 from mlmia.world import phi
+from mlmia.world.phi_entities import phi_world
 
 SMALL = {"patients": 40, "sentences_per_patient": 6, "hospitals": 10, "ambiguous": 3, "occurrences": 4}
 PHRASE = "The patient often talks about {slot} ."
@@ -69,7 +71,7 @@ def test_notes_are_deterministic_bio_and_in_both_registers(notes):
 
 def test_ambiguous_entities_are_balanced_and_chosen_per_class(notes):
     counts = phi.word_tag_counts(notes)
-    world = phi.phi_world(0, SMALL["hospitals"], SMALL["ambiguous"])
+    world = phi_world(0, SMALL["hospitals"], SMALL["ambiguous"])
     table2 = phi.entity_occurrences(notes, world.ambiguous, phi.PHI_CLASSES)
     for cls in phi.SLOT_CLASSES:  # exactly `occurrences` per class, by construction
         assert (table2[cls] == SMALL["occurrences"]).all()
@@ -267,7 +269,7 @@ def test_i2b2_xml_becomes_labelled_sentences(tmp_path):
     ]
     (tmp_path / "110-01.xml").write_text(_i2b2_xml(I2B2_NOTE, tags))
     (tmp_path / "111-01.xml").write_text(_i2b2_xml("Seen by Dr. Jones in Boston.\n", tags[3:5]))
-    sentences = phi.i2b2_labelled_sentences(tmp_path)
+    sentences = i2b2_labelled_sentences(tmp_path)
     got = [list(zip(w, t)) for w, t in zip(sentences["words"], sentences["tags"])]
     o = "O"
     assert got == [
@@ -288,7 +290,7 @@ def test_i2b2_offsets_that_do_not_match_are_refused_without_the_text(tmp_path):
     xml = _i2b2_xml(I2B2_NOTE, [("NAME", "PATIENT", "Smith")]).replace('text="Smith"', 'text="Smyth"')
     (tmp_path / "110-01.xml").write_text(xml)
     with pytest.raises(UserError) as err:
-        phi.i2b2_labelled_sentences(tmp_path)
+        i2b2_labelled_sentences(tmp_path)
     assert "P0" in str(err.value) and "Smith" not in str(err.value) and "Smyth" not in str(err.value)
 
 

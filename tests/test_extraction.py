@@ -291,7 +291,7 @@ def test_the_world_gives_each_patient_its_phi_and_the_templates_that_write_it_ar
     spans = locate_values(plain, phi)
     found = spans.groupby("kind").sample_id.apply(set)
     # by construction: MIMIC's history line names the patient, its follow-up line the physician,
-    # its social-history line the state (mlmia.world.corpus's templates)
+    # its social-history line the state (mlmia.world.registers.mimic's templates)
     for template, kind in (("m_hpi", "surname"), ("m_followup", "physician"), ("m_social", "state")):
         holding = set(plain[plain.kind == template].sample_id)
         assert holding and holding <= found[kind], (template, kind)

@@ -24,7 +24,7 @@ NOT_IMPORTED = {
 
 def imported_modules(*folders):
     """Top-level names of every module the Python files under `folders` import, or whose
-    installed data files they read (`_package_dir("gensim")` in mlmia.world.corpus)."""
+    installed data files they read (`package_dir("gensim")` in mlmia.world.lexicon)."""
     names = set()
     for folder in folders:
         for path in (REPO / folder).rglob("*.py"):
@@ -33,7 +33,7 @@ def imported_modules(*folders):
                     names |= {alias.name.split(".")[0] for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     names.add(node.module.split(".")[0])
-                elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_package_dir":
+                elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "package_dir":
                     names.add(node.args[0].value)
     return names
 
@@ -72,9 +72,14 @@ def test_the_conda_environment_lists_the_same_packages():
     assert "os.environ.update(MLMIA_WORKFLOW_DIR=workflow.basedir)" in (REPO / "Snakefile").read_text()
 
 
-def test_the_package_ships_its_subpackages_and_py_typed():
+def test_the_package_ships_its_subpackages_py_typed_and_word_lists():
     found = set(setuptools.find_packages(str(REPO / "src")))
     stages = {"core", "world", "data", "models", "scoring", "attacks", "metrics", "memorization", "study", "report"}
     assert {f"mlmia.{stage}" for stage in stages} <= found
-    assert PYPROJECT["tool"]["setuptools"]["package-data"]["mlmia"] == ["py.typed"]
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["mlmia"]
+    assert patterns == ["py.typed", "world/data/*.txt"]
     assert (REPO / "src" / "mlmia" / "py.typed").exists()
+    # the embedded world's word lists (mlmia.world.lexicon.word_list): every data file matches a pattern
+    package = REPO / "src" / "mlmia"
+    data = [path.relative_to(package) for path in (package / "world" / "data").iterdir()]
+    assert data and all(path.match(patterns[1]) for path in data), data

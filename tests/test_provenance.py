@@ -101,6 +101,18 @@ def test_an_edit_reached_only_through_another_module_changes_the_digest_and_one_
     assert _digest_with(tmp_path, findings) != before
 
 
+def test_an_edit_to_a_word_list_of_the_world_changes_the_digest_of_the_steps_that_read_it(tmp_path):
+    # the embedded world's word lists are package data (mlmia/world/data), read, never imported
+    shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
+    corpora, metrics = SCRIPTS / "build_corpora.py", SCRIPTS / "attack_metrics.py"
+    before = {script: _digest_with(tmp_path, script) for script in (corpora, metrics)}
+    words = tmp_path / "mlmia" / "world" / "data" / "complaints.txt"
+    words.write_text(words.read_text() + "hiccups\n")
+    assert _digest_with(tmp_path, corpora) != before[corpora]
+    assert "mlmia.world" not in import_closure(metrics)
+    assert _digest_with(tmp_path, metrics) == before[metrics]
+
+
 def test_every_script_reaches_the_step_runner_in_mlmia_core():
     for script in sorted(SCRIPTS.glob("*.py")):
         assert "mlmia.core.runner" in import_closure(script), script.name

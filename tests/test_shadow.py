@@ -568,7 +568,7 @@ def test_oov_is_flagged_against_the_queried_shadow():
 
 
 def test_wikipedia_register_is_article_prose_of_its_own_stream():
-    from mlmia.world.registers import MAX_WORDS, MIN_WORDS, wikipedia_register
+    from mlmia.world.registers.wikipedia import MAX_WORDS, MIN_WORDS, wikipedia_register
     from mlmia.world.subcorpora import subcorpora
 
     wiki = wikipedia_register(0, per_article=3)

@@ -33,7 +33,8 @@ from mlmia.shadow.features import STAT_COLUMNS
 from mlmia.shadow.mt_workflow import queried_pairs, split_and_pairs, tables
 from mlmia.shadow.split import probe_table
 from mlmia.shadow.translation import MT_FEATURE_COLUMNS, translation_features
-from mlmia.world.corpus import build_world, lexicon, make_patient
+from mlmia.world.corpus import build_world
+from mlmia.world.lexicon import lexicon
 from mlmia.world.parallel import (
     PARALLEL_COLUMNS,
     Choices,
@@ -42,6 +43,7 @@ from mlmia.world.parallel import (
     i2b2_target,
     mimic_source,
 )
+from mlmia.world.patients import make_patient
 
 SMALL = {"documents": {"discharge": 16, "progress": 16, "consult": 6, "case_reports": 5, "news": 5},
          "sentences_per_document": 4}  # fmt: skip

@@ -1,6 +1,6 @@
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.world.registers import wikipedia_register
+from mlmia.world.registers.wikipedia import wikipedia_register
 
 
 def main(snakemake):

@@ -7,6 +7,8 @@ param, makes Snakemake rerun the step when that code changes (Snakemake tracks a
 mtime, not what it imports). Nothing is imported to find them: the sources are parsed where
 `mlmia` lies on `sys.path`, so a copy of the library first on `PYTHONPATH` is the one read.
 Every script imports `mlmia.core` (the step runner), so an edit there reruns every job.
+A package's data files (the files under its `data/` folder, where that folder is no package:
+the embedded world's word lists) count with the package, as code the step runs.
 
 A registry that imports the modules of its package by name declares it (a module-level
 ``LOADS_BY_NAME = "<package>"``): for a digest every module of that package counts as
@@ -77,6 +79,14 @@ class SourceTree:
             if path.is_file():
                 return path
         return None
+
+    def data_files(self, name: str) -> list[Path]:
+        """The files under package `name`'s `data/` folder, unless that folder is a package itself."""
+        source = self.module_file(name)
+        folder = source.parent / "data" if source is not None and source.name == "__init__.py" else None
+        if folder is None or not folder.is_dir() or (folder / "__init__.py").exists():
+            return []
+        return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
     def modules(self) -> list[str]:
         """Every module of the tree, packages included."""
@@ -217,8 +227,9 @@ def import_closure(script: str | os.PathLike, *extra: str) -> list[str]:
 
 
 def script_digest(script: str | os.PathLike, *extra: str) -> str:
-    """A short sha256 over the source of every library module in `import_closure(script, ...)`:
-    an edit to any module the script reaches changes it, an edit elsewhere does not. `extra`:
+    """A short sha256 over the source of every library module in `import_closure(script, ...)`
+    and the data files of its packages (`SourceTree.data_files`): an edit to any module or data
+    file the script reaches changes it, an edit elsewhere does not. `extra`:
     modules the script loads by name; those outside the library (a user's plug-in) count by
     their own source files."""
     tree = library()
@@ -227,6 +238,9 @@ def script_digest(script: str | os.PathLike, *extra: str) -> str:
     for name in import_closure(script, *inside):
         digest.update(name.encode())
         digest.update(tree.module_file(name).read_bytes())
+        for path in tree.data_files(name):
+            digest.update(path.relative_to(tree.root).as_posix().encode())
+            digest.update(path.read_bytes())
     outside = sorted(set(extra) - set(inside))
     if outside:
         digest.update(module_digest(*outside).encode())

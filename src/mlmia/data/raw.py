@@ -254,7 +254,7 @@ def mimic_noteevents(
 # i2b2 2014
 
 
-def _xml_files(paths_or_dir) -> list[Path]:
+def xml_files(paths_or_dir) -> list[Path]:
     items = [paths_or_dir] if isinstance(paths_or_dir, (str, os.PathLike)) else list(paths_or_dir)
     files: list[Path] = []
     for item in items:
@@ -282,7 +282,7 @@ def i2b2_xml(paths_or_dir) -> pd.DataFrame:
     """
     rows: list[tuple[str, str, int, str]] = []
     seen: dict[str, Path] = {}
-    for path in _xml_files(paths_or_dir):
+    for path in xml_files(paths_or_dir):
         m = I2B2_NAME.fullmatch(path.name)
         if not m:
             raise UserError(f"{path}: expected a name PATIENT-RECORD.xml like 110-02.xml")

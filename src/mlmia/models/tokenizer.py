@@ -32,7 +32,7 @@ def word_counts(texts: Iterable[str]) -> dict[str, int]:
     pre-tokenization (whitespace and punctuation splits), as the WordPiece model sees them."""
     from tokenizers import pre_tokenizers
 
-    normalizer, pre_tokenizer = _bert_normalizer(), pre_tokenizers.BertPreTokenizer()
+    normalizer, pre_tokenizer = bert_normalizer(), pre_tokenizers.BertPreTokenizer()
     counts: dict[str, int] = {}
     for text in texts:
         for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(str(text))):
@@ -40,7 +40,7 @@ def word_counts(texts: Iterable[str]) -> dict[str, int]:
     return counts
 
 
-def _bert_normalizer():
+def bert_normalizer():
     from tokenizers import normalizers
 
     return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
@@ -168,7 +168,7 @@ def train_tokenizer(
     rest = sorted(t for t in learned if t not in SPECIAL_TOKENS)
     vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + rest)}
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
-    tok.normalizer = _bert_normalizer()
+    tok.normalizer = bert_normalizer()
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")

@@ -22,7 +22,9 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.world.corpus import corpus_settings, lexicon, make_patient, patient_sentences, sentence_count
+from mlmia.world.corpus import corpus_settings, patient_sentences
+from mlmia.world.lexicon import lexicon
+from mlmia.world.patients import make_patient, sentence_count
 
 log = get_logger(__name__)
 

@@ -3,7 +3,7 @@ translation task of the shadow protocol's translation target (Hisamoto, Post and
 machine-translation system; `snakemake shadow_mt`, `mlmia.shadow.translation`).
 
 Each pair is one fact record of one synthetic patient (a vitals line, a discharge medication, a
-hospital-course sentence, ...; the patients, lexicon and values of `mlmia.world.corpus`):
+hospital-course sentence, ...; the patients and lexicon of `mlmia.world.patients` and `.lexicon`):
 
 - the source (`text`) renders it in the MIMIC register (`VS: T 98.6 BP 120/80 HR 72 ...`,
   `Sig: One (1) Tablet PO BID`, ISO dates), or for the case-report probes in the case-report register;
@@ -16,7 +16,7 @@ hospital-course sentence, ...; the patients, lexicon and values of `mlmia.world.
   (`variant` records the choices, e.g. "t1.o4.s0", for analysis; every fact of the target is in the source).
 
 Documents are patients (`group_id`), `sentences_per_document` sentences each (uniform within a third
-around it, `mlmia.world.corpus.sentence_count`), the first a fixed opener of the subcorpus. Subcorpora
+around it, `mlmia.world.patients.sentence_count`), the first a fixed opener of the subcorpus. Subcorpora
 (`subcorpus`, each a mix of fact kinds): `discharge`, `progress` and `consult` notes (MIMIC sources),
 `case_reports` (the same facts written as a case report: a source register the clinical subcorpora never
 use, for the out-of-domain probes) and `news` (sentences of the Lee news corpus, in documents of
@@ -39,21 +39,10 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
-from mlmia.world.corpus import (
-    NUMBER_WORDS,
-    OUTCOMES,
-    RELATIONS,
-    Patient,
-    _he,
-    _labs,
-    _pick,
-    _vitals,
-    general_sentences,
-    lexicon,
-    make_patient,
-    sentence_count,
-)
-from mlmia.world.patient_phi import DATE_JITTER, LAST_DAY, render_date
+from mlmia.world.lexicon import OUTCOMES, RELATIONS, general_sentences, lexicon
+from mlmia.world.patients import Patient, make_patient, note_date, pick, pronouns, render_date, sentence_count
+from mlmia.world.registers.mimic import NUMBER_WORDS
+from mlmia.world.registers.template import labs, vitals
 
 log = get_logger(__name__)
 
@@ -124,15 +113,10 @@ def parallel_settings(config: dict | None) -> dict:
 # --------------------------------------------------------------------------- fact records
 
 
-def _date(rng: random.Random, p: Patient) -> tuple[int, int, int]:
-    y, m, d = p.admit
-    return y, m, min(LAST_DAY, d + rng.randint(0, DATE_JITTER))
-
-
 def draw_fact(rng: random.Random, p: Patient, kind: str, register: str) -> dict:
     """One fact record of patient `p`: what a sentence of `kind` says, only what the `register`
     ("mimic" or "case") writes (a case report gives no dates, routes or all the lab values)."""
-    he, his, man, male, title = _he(p)
+    he, his, man, male, title = pronouns(p.sex)
     record: dict = {"kind": kind, "he": he, "his": his, "man": man, "male": male}
     if kind == "hpi":
         dx = rng.sample(p.common_dx, min(2, len(p.common_dx))) + p.rare_dx[:1]
@@ -144,41 +128,41 @@ def draw_fact(rng: random.Random, p: Patient, kind: str, register: str) -> dict:
         rng.shuffle(items)
         record["dx"] = items[: rng.randint(2, 4)]
     elif kind in ("med", "dcmed"):
-        m = _pick(rng, p.meds)
+        m = pick(rng, p.meds)
         record.update(drug=m.drug, dose=m.dose, freq=m.freq)
         if register == "mimic":
             record["route"] = m.route
         if kind == "med":
-            record["dx"] = _pick(rng, p.rare_dx + p.common_dx)
+            record["dx"] = pick(rng, p.rare_dx + p.common_dx)
         else:
             record.update(number=rng.randint(1, 14), tablets=rng.randint(1, 2))
     elif kind == "vitals":
-        v = _vitals(rng)
+        v = vitals(rng)
         keys = ("t", "sbp", "dbp", "hr", "rr", "o2") if register == "mimic" else ("t", "sbp", "dbp", "hr")
         record.update({k: v[k] for k in keys})
         if register == "mimic":
             record["device"] = rng.randrange(len(DEVICES))
     elif kind == "labs":
-        v = _labs(rng)
+        v = labs(rng)
         keys = [k for k, _ in LAB_MIMIC] if register == "mimic" else ["na", "k", "cr", "wbc"]
         record["labs"] = {k: v[k] for k in keys}
         if register == "mimic":
-            record.update(date=_date(rng, p), time=f"{rng.randint(0, 11):02d}:{rng.randint(0, 59):02d}")
+            record.update(date=note_date(rng, p.admit), time=f"{rng.randint(0, 11):02d}:{rng.randint(0, 59):02d}")
     elif kind == "imaging":
-        record.update(modality=rng.randrange(len(MODALITIES)), finding=_pick(rng, p.findings))
+        record.update(modality=rng.randrange(len(MODALITIES)), finding=pick(rng, p.findings))
         if register == "mimic":
-            record["date"] = _date(rng, p)
+            record["date"] = note_date(rng, p.admit)
     elif kind == "course":
         m1, m2 = rng.sample(p.meds, 2)
-        record.update(dx=_pick(rng, p.rare_dx + p.common_dx), drugs=[m1.drug, m2.drug], outcome=_pick(rng, OUTCOMES))
+        record.update(dx=pick(rng, p.rare_dx + p.common_dx), drugs=[m1.drug, m2.drug], outcome=pick(rng, OUTCOMES))
     elif kind == "followup":
-        record.update(doctor=p.doctor, service=_pick(rng, p.services), weeks=rng.randint(1, 6),
+        record.update(doctor=p.doctor, service=pick(rng, p.services), weeks=rng.randint(1, 6),
                       phone=f"{rng.randint(200, 989)}-{rng.randint(200, 989)}-{rng.randint(1000, 9999)}")  # fmt: skip
     elif kind == "problem":
-        record.update(dx=_pick(rng, p.rare_dx), service=_pick(rng, p.services), drug=_pick(rng, p.meds).drug,
+        record.update(dx=pick(rng, p.rare_dx), service=pick(rng, p.services), drug=pick(rng, p.meds).drug,
                       action=rng.randrange(len(ACTIONS)))  # fmt: skip
     elif kind == "social":
-        record.update(relation=_pick(rng, RELATIONS), state=p.state, tobacco=rng.randrange(len(TOBACCO)),
+        record.update(relation=pick(rng, RELATIONS), state=p.state, tobacco=rng.randrange(len(TOBACCO)),
                       alcohol=rng.randrange(len(ALCOHOL)))  # fmt: skip
     else:
         raise UserError(f"parallel corpus: unknown fact kind {kind!r}")
@@ -193,7 +177,7 @@ def _and(items: list[str]) -> str:
 
 
 def mimic_source(r: dict) -> str:
-    """A fact record in the MIMIC register (the habits of `mlmia.world.corpus`'s MIMIC templates)."""
+    """A fact record in the MIMIC register (the habits of `mlmia.world.registers.mimic`)."""
     kind = r["kind"]
     if kind == "hpi":
         return (f"{r['title']} {r['last']} is a {r['age']} year old {r['man']} with a history of {_and(r['dx'])} "

@@ -21,21 +21,16 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from mlmia.world.patients import DATE_JITTER, LAST_DAY, render_date
+
 #: the kinds of PHI value, in the order the tables print them
 PHI_KINDS = ("surname", "physician", "date", "state", "drug", "dose", "rare_diagnosis")
-#: the days the date templates may add to the admission day, and the day they stop at
-DATE_JITTER, LAST_DAY = 6, 28
 #: the two forms the note templates write a date in (MIMIC's ISO, i2b2's US)
 DATE_FORMS = ("iso", "us")
 
 
-def render_date(year: int, month: int, day: int, form: str) -> str:
-    """A date as the note templates write it (`mlmia.world.corpus`), in one of `DATE_FORMS`."""
-    return f"{year}-{month:02d}-{day:02d}" if form == "iso" else f"{month:02d}/{day:02d}/{year}"
-
-
 def patient_phi(patients: Iterable) -> pd.DataFrame:
-    """The PHI values of `patients` (`mlmia.world.corpus.Patient`), columns group_id, kind,
+    """The PHI values of `patients` (`mlmia.world.patients.Patient`), columns group_id, kind,
     value, left, right."""
     rows = []
     for p in patients:

@@ -3,17 +3,19 @@
 Helali, Kleinbauer and Klakow, "Assessing Unintended Memorization in Neural Discriminative
 Sequence Models", TSD 2020, measure what a tagger memorised through AMBIGUOUS words: words
 labelled under two or more classes in the training data (their examples: "Williams",
-"Chelsea", "Melbourne"). This module writes such data for the embedded world, and reads the
-i2b2 2014 de-identification XML into the same shape (the paper setup of this workflow).
+"Chelsea", "Melbourne"). This module writes such data for the embedded world; `load_notes`
+reads the i2b2 2014 de-identification XML into the same shape instead (the paper setup of this
+workflow, `mlmia.data.i2b2_phi`).
 
 The generated notes (`generate_notes`), deterministic in (seed, sizes):
 
-- sentences in the world's two note registers (`mlmia.world.corpus`): MIMIC habits (ISO dates,
-  ``Followup Instructions:``, ``Social History:``) and i2b2 habits (upper-case headers, US
-  dates), one register per patient (`i2b2_share` of the patients write i2b2). A share
-  `phi_share` of a patient's sentences come from PHI templates (below); the rest are the
-  world's own PHI-free templates (problems, medications, vitals, exam lines, hospital course),
-  all words labelled O;
+- sentences in the world's two note registers (`mlmia.world.registers.mimic`, `.i2b2`): MIMIC
+  habits (ISO dates, ``Followup Instructions:``, ``Social History:``) and i2b2 habits
+  (upper-case headers, US dates), one register per patient (`i2b2_share` of the patients write
+  i2b2). A share `phi_share` of a patient's sentences come from the register's PHI templates
+  (`phi_sentence`, entities from `mlmia.world.phi_entities`); the rest are the register's
+  templates not flagged PHI-bearing (problems, medications, vitals, exam lines, hospital
+  course), all words labelled O;
 - gold labels known by construction: BIO tags over whitespace words for PERSON (patients,
   relatives and physicians: faker's frequency-weighted US first names and surnames, the
   world's lexicon), LOCATION (cities: the US places of faker's geo provider and towns built
@@ -52,9 +54,7 @@ import functools
 import os
 import random
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,13 +62,15 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.data.i2b2_phi import i2b2_labelled_sentences
+from mlmia.models.tokenizer import bert_normalizer
+from mlmia.world.lexicon import lexicon
+from mlmia.world.patients import pick
+from mlmia.world.phi_entities import PHI_CLASSES, SLOT_CLASSES, SUBSTITUTABLE, assemble, make_phi_patient, phi_world
+from mlmia.world.registers import i2b2, mimic
 
 log = get_logger(__name__)
 
-#: the labelled classes (BIO tags "B-<class>", "I-<class>", and "O")
-PHI_CLASSES = ("PERSON", "LOCATION", "ORGANIZATION", "DATE")
-#: classes with one-word entities that fill a one-word slot: the d-exposure classes
-SLOT_CLASSES = ("PERSON", "LOCATION", "ORGANIZATION")
 NOTE_COLUMNS = ["sentence_id", "group_id", "register", "split", "words", "tags"]
 SLOT = "{slot}"
 
@@ -85,35 +87,8 @@ PHI_DEFAULTS: dict = {
     "valid_share": 0.2,
     "phrase": "The patient often talks about {slot} .",
 }
-
-HOSPITAL_SUFFIXES = (
-    "Hospital",
-    "General Hospital",
-    "Medical Center",
-    "Memorial Hospital",
-    "Regional Medical Center",
-    "Community Hospital",
-    "Clinic",
-    "Health Center",
-)
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-RELATIVES = ("daughter", "son", "wife", "husband", "sister", "brother", "niece", "nephew")
-# the world's templates that carry PHI (a physician, a state, a date): left out of the
-# PHI-free sentences, whose words are all labelled O
-_PHI_BEARING = {"_m_labs", "_m_imaging", "_m_followup", "_m_social", "_i_imaging", "_i_followup"}
+#: the PHI templates of each note register
+PHI_TEMPLATES = {"mimic": mimic.phi_sentence, "i2b2": i2b2.phi_sentence}
 
 
 def tag_names(classes: Sequence[str] = PHI_CLASSES) -> list[str]:
@@ -123,9 +98,7 @@ def tag_names(classes: Sequence[str] = PHI_CLASSES) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _normalizer():
-    from mlmia.models.tokenizer import _bert_normalizer
-
-    return _bert_normalizer()
+    return bert_normalizer()
 
 
 @functools.lru_cache(maxsize=200_000)
@@ -141,376 +114,6 @@ def phrase_slot(phrase: str) -> tuple[list[str], int]:
     if len(slots) != 1 or str(phrase).count(SLOT) != 1:
         raise UserError(f"dexposure.phrase: needs exactly one {SLOT} as a word of its own (spaces around it)")
     return words, slots[0]
-
-
-# --------------------------------------------------------------------------------------------
-# the places and names of the PHI world
-
-
-@dataclass(frozen=True)
-class PhiWorld:
-    """The entity pools of one seed: names (weighted), places, hospitals, ambiguous words."""
-
-    first_female: tuple
-    w_female: tuple
-    first_male: tuple
-    w_male: tuple
-    last: tuple
-    w_last: tuple
-    street_names: tuple
-    street_suffixes: tuple
-    cities: tuple
-    states: tuple
-    hospitals: tuple  # (full name, place word)
-    w_hospitals: tuple
-    ambiguous: tuple
-
-
-@functools.lru_cache(maxsize=1)
-def _faker_places() -> tuple[tuple, tuple, tuple, tuple]:
-    from faker.providers.address.en_US import Provider as Address
-    from faker.providers.geo import Provider as Geo
-
-    us = tuple(sorted({c[2] for c in Geo.land_coords if c[3] == "US"}))
-    return us, tuple(Address.states), tuple(Address.street_suffixes), tuple(Address.city_suffixes)
-
-
-def phi_world(seed: int, hospitals: int, ambiguous: int) -> PhiWorld:
-    """The pools of names and places, deterministic in (seed, hospitals, ambiguous)."""
-    from mlmia.world.corpus import lexicon
-
-    lex = lexicon()
-    rng = random.Random(f"phi-world:{seed}")
-    us, states, street_suffixes, city_suffixes = _faker_places()
-    firsts = set(lex.first_female) | set(lex.first_male)
-    natural = sorted(set(lex.last) & {c for c in us if " " not in c})
-    rng.shuffle(natural)
-    chosen = natural[:ambiguous]
-    if ambiguous > len(chosen):  # beyond the natural overlap: surnames that also name a town
-        pool = sorted(
-            w for w in lex.last[100:600] if w not in firsts and w not in us and w not in states and w.isalpha()
-        )
-        chosen += rng.sample(pool, ambiguous - len(chosen))
-    amb = set(chosen)
-    # street names: surnames kept apart from the person draws (so a street never makes a
-    # surname ambiguous); persons: every other name of the lexicon, with its weight
-    street_pool = sorted(w for w in lex.last[200:] if w not in amb and w not in us and w.isalpha())
-    streets = tuple(rng.sample(street_pool, min(60, len(street_pool))))
-    not_person = amb | set(streets)
-
-    def keep(names, weights):
-        kept = [(n, w) for n, w in zip(names, weights) if n not in not_person]
-        return tuple(n for n, _ in kept), tuple(w for _, w in kept)
-
-    ff, wf = keep(lex.first_female, lex.w_female)
-    fm, wm = keep(lex.first_male, lex.w_male)
-    la, wl = keep(lex.last, lex.w_last)
-    # places: the US places split into residences and hospital place words (one word), plus
-    # towns built the faker way (surname + city suffix)
-    places = [c for c in us if c not in amb]
-    rng.shuffle(places)
-    one_word = [c for c in places if " " not in c and "-" not in c]
-    n_hosp = min(max(hospitals, 0), len(one_word) // 2)
-    hospital_places = one_word[:n_hosp]
-    cities = [c for c in places if c not in set(hospital_places)]
-    towns = sorted({f"{n}{rng.choice(city_suffixes)}" for n in rng.sample(la[:400], 40)})
-    cities = tuple(sorted(set(cities) | set(towns)))
-    names = tuple((f"{p} {rng.choice(HOSPITAL_SUFFIXES)}", p) for p in sorted(hospital_places))
-    weights = tuple(1.0 / (i + 1) for i in range(len(names)))  # Zipf: a few busy hospitals
-    order = list(range(len(names)))
-    rng.shuffle(order)
-    names = tuple(names[i] for i in order)
-    return PhiWorld(ff, wf, fm, wm, la, wl, streets, street_suffixes, cities, states, names, weights, tuple(chosen))
-
-
-# --------------------------------------------------------------------------------------------
-# templates: lists of segments, a plain string or an entity (class, words, roles)
-
-# roles mark the one-word entity positions that an ambiguous word may replace
-_SUBSTITUTABLE = {"PERSON": "surname", "LOCATION": "city", "ORGANIZATION": "place"}
-
-
-def _ent(cls: str, text: str, role: str | None = None) -> tuple:
-    words = text.split()
-    roles = [None] * len(words)
-    if role is not None:
-        roles[-1 if role == "surname" else 0] = role
-    return (cls, words, roles)
-
-
-@dataclass
-class _Patient:
-    facts: object  # the world's Patient (diagnoses, medications, services, sex, age)
-    first: str
-    last: str
-    doctor_first: str
-    doctor: str
-    relative: str
-    relative_first: str
-    city: str
-    moved_from: str
-    state: str
-    street: str
-    hospital: tuple
-    transfer: tuple
-    admit: tuple
-    register: str
-
-
-def _pick(rng: random.Random, items, weights=None):
-    if weights is None:
-        return items[rng.randrange(len(items))]
-    return rng.choices(items, weights=weights, k=1)[0]
-
-
-def _make_patient(rng: random.Random, world: PhiWorld, lex, pid: str, register: str) -> _Patient:
-    from mlmia.world.corpus import make_patient
-
-    facts = make_patient(rng, lex, pid, register)
-    female = facts.sex == "F"
-    first = _pick(rng, world.first_female, world.w_female) if female else _pick(rng, world.first_male, world.w_male)
-    rel_female = rng.random() < 0.5
-    street = f"{rng.randint(2, 9899)} {_pick(rng, world.street_names)} {_pick(rng, world.street_suffixes)}"
-    return _Patient(
-        facts=facts,
-        first=first,
-        last=_pick(rng, world.last, world.w_last),
-        doctor_first=_pick(rng, world.first_female + world.first_male, world.w_female + world.w_male),
-        doctor=_pick(rng, world.last, world.w_last),
-        relative=_pick(rng, RELATIVES),
-        relative_first=(
-            _pick(rng, world.first_female, world.w_female) if rel_female else _pick(rng, world.first_male, world.w_male)
-        ),
-        city=_pick(rng, world.cities),
-        moved_from=_pick(rng, world.cities),
-        state=_pick(rng, world.states),
-        street=street,
-        hospital=_pick(rng, world.hospitals, world.w_hospitals),
-        transfer=_pick(rng, world.hospitals, world.w_hospitals),
-        admit=(rng.randint(2100, 2190), rng.randint(1, 12), rng.randint(1, 28)),
-        register=register,
-    )
-
-
-def _date(p: _Patient, rng: random.Random, fmt: str, shift: int | None = None) -> tuple:
-    y, m, d = p.admit
-    d = min(28, d + (rng.randint(0, 6) if shift is None else shift))
-    text = {
-        "iso": f"{y}-{m:02d}-{d:02d}",
-        "us": f"{m:02d}/{d:02d}/{y}",
-        "month_day": f"{MONTHS[m - 1]} {d}",
-        "month_year": f"{MONTHS[m - 1]} {y}",
-    }[fmt]
-    return _ent("DATE", text)
-
-
-def _city(name: str) -> tuple:
-    return _ent("LOCATION", name, "city" if len(name.split()) == 1 else None)
-
-
-def _he(p: _Patient) -> tuple[str, str, str, str, str]:
-    return ("she", "her", "woman", "female", "Ms.") if p.facts.sex == "F" else ("he", "his", "man", "male", "Mr.")
-
-
-def _phrase_filler(rng: random.Random, p: _Patient, world: PhiWorld) -> tuple:
-    """One word of a random slot class for the ambiguous template (never an ambiguous word)."""
-    cls = rng.choice(SLOT_CLASSES)
-    if cls == "PERSON":
-        return _ent("PERSON", _pick(rng, world.last, world.w_last))
-    if cls == "LOCATION":
-        return _ent("LOCATION", _pick(rng, [c for c in world.cities if " " not in c] or list(world.cities)))
-    return _ent("ORGANIZATION", _pick(rng, world.hospitals, world.w_hospitals)[1])
-
-
-def _mimic_phi(rng: random.Random, p: _Patient, world: PhiWorld, phrase: list) -> list:
-    he, his, man, _, title = _he(p)
-    f = p.facts
-    choices = [
-        (1.0, lambda: ["Admission Date:", _date(p, rng, "iso", 0), "Discharge Date:", _date(p, rng, "iso")]),
-        (0.8, lambda: ["Name:", _ent("PERSON", f"{p.first} {p.last}", "surname"), f"Unit No: {f.mrn}"]),
-        (
-            1.0,
-            lambda: [
-                title,
-                _ent("PERSON", p.last, "surname"),
-                f"is a {f.age} year old {man} transferred from",
-                _ent("ORGANIZATION", p.transfer[0], "place"),
-                f"with {f.complaint} .",
-            ],
-        ),
-        (
-            1.0,
-            lambda: [
-                "Followup Instructions: please follow up with Dr.",
-                _ent("PERSON", p.doctor, "surname"),
-                "at",
-                _ent("ORGANIZATION", p.hospital[0], "place"),
-                f"in {rng.randint(1, 6)} weeks .",
-            ],
-        ),
-        (
-            1.0,
-            lambda: [
-                f"Social History: lives {_pick(rng, ['alone', 'with family', f'with {his} {p.relative}'])} in",
-                _city(p.city),
-                ",",
-                _ent("LOCATION", p.state),
-                f", {_pick(rng, ['denies tobacco', 'former smoker', 'smokes 1 ppd', 'quit tobacco 10 years ago'])} .",
-            ],
-        ),
-        (0.6, lambda: ["Address:", _ent("LOCATION", p.street), ",", _city(p.city), ",", _ent("LOCATION", p.state)]),
-        (
-            1.0,
-            lambda: [
-                f"{he.capitalize()} was transferred to us from",
-                _ent("ORGANIZATION", p.transfer[1], "place"),
-                "for further management .",
-            ],
-        ),
-        (
-            0.7,
-            lambda: [
-                f"{his.capitalize()} {p.relative}",
-                _ent("PERSON", p.relative_first),
-                "called from",
-                _city(p.moved_from),
-                "to discuss the plan .",
-            ],
-        ),
-        (
-            0.8,
-            lambda: [
-                _pick(rng, ["CXR", "CT chest", "CT head", "RUQ US", "MRI"]),
-                "on",
-                _date(p, rng, "iso"),
-                f"showed {_pick(rng, f.findings)} .",
-            ],
-        ),
-        (
-            0.6,
-            lambda: [
-                "Dictated By:",
-                _ent("PERSON", f"{p.doctor_first} {p.doctor}", "surname"),
-                ", MD on",
-                _date(p, rng, "iso"),
-            ],
-        ),
-        (
-            0.8,
-            lambda: [
-                f"{he.capitalize()} was seen by Dr.",
-                _ent("PERSON", p.doctor, "surname"),
-                f"in the {_pick(rng, f.services)} clinic at",
-                _ent("ORGANIZATION", p.hospital[1], "place"),
-                "on",
-                _date(p, rng, "iso"),
-                ".",
-            ],
-        ),
-        (0.5, lambda: [f"{he.capitalize()} recently moved from", _city(p.moved_from), "to", _city(p.city), "."]),
-        (0.6, lambda: _fill(phrase, _phrase_filler(rng, p, world))),
-    ]
-    return _pick(rng, [c for _, c in choices], [w for w, _ in choices])()
-
-
-def _i2b2_phi(rng: random.Random, p: _Patient, world: PhiWorld, phrase: list) -> list:
-    he, his, _, male, title = _he(p)
-    f = p.facts
-    choices = [
-        (1.0, lambda: ["ADMISSION DATE:", _date(p, rng, "us", 0), "DISCHARGE DATE:", _date(p, rng, "us")]),
-        (
-            1.0,
-            lambda: [
-                f"HISTORY OF PRESENT ILLNESS: {title}",
-                _ent("PERSON", p.last, "surname"),
-                f"is a {f.age}-year-old {male} who was admitted to",
-                _ent("ORGANIZATION", p.hospital[0], "place"),
-                "on",
-                _date(p, rng, "us", 0),
-                f"with {f.complaint} .",
-            ],
-        ),
-        (0.7, lambda: ["ATTENDING:", _ent("PERSON", f"{p.doctor_first} {p.doctor}", "surname"), ", M.D."]),
-        (
-            1.0,
-            lambda: [
-                f"DISPOSITION: {he.capitalize()} will follow up with Dr.",
-                _ent("PERSON", p.doctor, "surname"),
-                "at",
-                _ent("ORGANIZATION", p.hospital[0], "place"),
-                ".",
-            ],
-        ),
-        (
-            1.0,
-            lambda: [
-                "SOCIAL HISTORY: The patient lives in",
-                _city(p.city),
-                ",",
-                _ent("LOCATION", p.state),
-                f"{_pick(rng, ['alone', 'with family', f'with {his} {p.relative}'])} .",
-            ],
-        ),
-        (
-            1.0,
-            lambda: [
-                "The patient was transferred from",
-                _ent("ORGANIZATION", p.transfer[1], "place"),
-                "on",
-                _date(p, rng, "month_day"),
-                ".",
-            ],
-        ),
-        (0.6, lambda: ["cc: Dr.", _ent("PERSON", p.doctor, "surname"), ",", _ent("ORGANIZATION", p.hospital[0])]),
-        (0.6, lambda: ["ADDRESS:", _ent("LOCATION", p.street), ",", _city(p.city), ",", _ent("LOCATION", p.state)]),
-        (
-            0.7,
-            lambda: [
-                f"{he.capitalize()} was last seen by Dr.",
-                _ent("PERSON", p.doctor, "surname"),
-                "in",
-                _date(p, rng, "month_year"),
-                ".",
-            ],
-        ),
-        (
-            0.7,
-            lambda: [
-                f"{his.capitalize()} {p.relative}",
-                _ent("PERSON", p.relative_first),
-                "lives in",
-                _city(p.moved_from),
-                "and will assist with care at home .",
-            ],
-        ),
-        (0.6, lambda: _fill(phrase, _phrase_filler(rng, p, world))),
-    ]
-    return _pick(rng, [c for _, c in choices], [w for w, _ in choices])()
-
-
-def _fill(phrase: list, entity: tuple) -> list:
-    words, slot = phrase
-    return [" ".join(words[:slot]), entity, " ".join(words[slot + 1 :])]
-
-
-def _assemble(segments: Iterable) -> tuple[list[str], list[str], list[tuple[int, str, str]]]:
-    """Words, BIO tags and substitutable slots (word index, class, role) of a segment list."""
-    words: list[str] = []
-    tags: list[str] = []
-    slots: list[tuple[int, str, str]] = []
-    for seg in segments:
-        if isinstance(seg, str):
-            for w in seg.split():
-                words.append(w)
-                tags.append("O")
-            continue
-        cls, ent_words, roles = seg
-        for j, (w, role) in enumerate(zip(ent_words, roles)):
-            if role is not None:
-                slots.append((len(words), cls, role))
-            words.append(w)
-            tags.append(("B-" if j == 0 else "I-") + cls)
-    return words, tags, slots
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,18 +145,12 @@ def generate_notes(config: Mapping | None = None) -> pd.DataFrame:
     Returns a table with columns sentence_id, group_id (the patient), register (mimic|i2b2),
     split (train|valid), words (list of whitespace words), tags (list of BIO tags, one per
     word). See the module docstring for what is generated; settings: `PHI_DEFAULTS`."""
-    from mlmia.world.corpus import I2B2_TEMPLATES, MIMIC_TEMPLATES, lexicon
-
     cfg = phi_settings(config)
     seed = int(cfg["seed"])
     lex = lexicon()
     world = phi_world(seed, int(cfg["hospitals"]), int(cfg["ambiguous"]))
     phrase = phrase_slot(cfg["phrase"])
-    free = {
-        "mimic": [(fn, w) for fn, w in MIMIC_TEMPLATES if fn.__name__ not in _PHI_BEARING],
-        "i2b2": [(fn, w) for fn, w in I2B2_TEMPLATES if fn.__name__ not in _PHI_BEARING],
-    }
-    writers = {"mimic": _mimic_phi, "i2b2": _i2b2_phi}
+    free = {"mimic": mimic.REGISTER.phi_free(), "i2b2": i2b2.REGISTER.phi_free()}
     rng = random.Random(f"phi-notes:{seed}")
     n_sent = int(cfg["sentences_per_patient"])
     rows: list[dict] = []
@@ -561,29 +158,24 @@ def generate_notes(config: Mapping | None = None) -> pd.DataFrame:
     for i in range(int(cfg["patients"])):
         pid = f"phi-{i:05d}"
         register = "i2b2" if rng.random() < float(cfg["i2b2_share"]) else "mimic"
-        p = _make_patient(rng, world, lex, pid, register)
+        p = make_phi_patient(rng, world, lex, pid, register)
         spread = n_sent // 3
         for j in range(max(1, rng.randint(n_sent - spread, n_sent + spread))):
             if rng.random() < float(cfg["phi_share"]):
-                words, tags, found = _assemble(writers[register](rng, p, world, phrase))
+                words, tags, found = assemble(PHI_TEMPLATES[register](rng, p, world, phrase))
             else:
-                fn = _pick(rng, [t for t, _ in free[register]], [w for _, w in free[register]])
-                words, tags, found = _assemble([fn(rng, p.facts)])
+                template = pick(rng, free[register], [t.weight for t in free[register]])
+                words, tags, found = assemble([template.render(rng, p.facts)])
             slots.extend((len(rows), k, cls, role) for k, cls, role in found)
             rows.append(
                 {"sentence_id": f"{pid}-{j:03d}", "group_id": pid, "register": register, "words": words, "tags": tags}
             )
-    notes = pd.DataFrame(rows)
-    patients = sorted(notes["group_id"].unique())
-    order = random.Random(f"phi-split:{seed}").sample(patients, len(patients))
-    n_valid = min(len(patients) - 1, max(1, round(float(cfg["valid_share"]) * len(patients))))
-    valid = set(order[:n_valid])
-    notes["split"] = np.where(notes["group_id"].isin(valid), "valid", "train")
+    notes = split_patients(pd.DataFrame(rows), cfg["valid_share"], seed)
     _place_ambiguous(notes, slots, world.ambiguous, int(cfg["occurrences"]), seed)
     log.info(
         "PHI notes: %d sentences of %d patients (%d train, %d valid), %d ambiguous entities x %d occurrences per class",
         len(notes),
-        len(patients),
+        notes["group_id"].nunique(),
         int((notes["split"] == "train").sum()),
         int((notes["split"] == "valid").sum()),
         len(world.ambiguous),
@@ -600,7 +192,7 @@ def _place_ambiguous(notes: pd.DataFrame, slots: list, ambiguous: Sequence[str],
     train = set(np.flatnonzero(notes["split"].to_numpy() == "train"))
     rng = random.Random(f"phi-ambiguous:{seed}")
     for cls in SLOT_CLASSES:
-        role = _SUBSTITUTABLE[cls]
+        role = SUBSTITUTABLE[cls]
         eligible = [(r, k) for r, k, c, rl in slots if c == cls and rl == role and r in train]
         needed = len(ambiguous) * occurrences
         if len(eligible) < needed:
@@ -775,135 +367,6 @@ def entity_occurrences(notes: pd.DataFrame, words: Sequence[str], classes: Seque
         row = counts.loc[key] if key in counts.index else pd.Series(0, index=counts.columns)
         rows.append({"word": word, **{c: int(row.get(c, 0)) for c in [*classes, "O"]}})
     return pd.DataFrame(rows, columns=["word", *classes, "O"])
-
-
-# --------------------------------------------------------------------------------------------
-# the paper setup: i2b2 2014 de-identification XML
-
-#: i2b2 2014 PHI (element, TYPE) -> class; an element with TYPE None maps every type; the rest
-#: (AGE, CONTACT, ID, PROFESSION) stays O
-I2B2_CLASSES: dict[tuple[str, str | None], str] = {
-    ("NAME", None): "PERSON",
-    ("LOCATION", "HOSPITAL"): "ORGANIZATION",
-    ("LOCATION", "ORGANIZATION"): "ORGANIZATION",
-    ("LOCATION", None): "LOCATION",
-    ("DATE", None): "DATE",
-}
-
-
-def _i2b2_class(element: str, phi_type: str | None, mapping: Mapping) -> str | None:
-    return mapping.get((element, phi_type), mapping.get((element, None)))
-
-
-_TITLE_WORDS = {"dr.", "mr.", "mrs.", "ms.", "prof.", "st."}
-
-
-def i2b2_labelled_sentences(paths_or_dir, mapping: Mapping[tuple[str, str | None], str] = I2B2_CLASSES) -> pd.DataFrame:
-    """i2b2 2014 de-identification XML as labelled sentences: sentence_id, group_id, note_id,
-    register ("i2b2"), words, tags (no split column; `split_patients` adds it).
-
-    The note is the TEXT element of each ``PATIENT-RECORD.xml`` (as `mlmia.data.raw.i2b2_xml`
-    reads it); the gold labels are its TAGS: each PHI element's ``start``/``end`` character
-    offsets in the note and its class by `mapping` (element name and TYPE; `I2B2_CLASSES`:
-    NAME -> PERSON, LOCATION HOSPITAL/ORGANIZATION -> ORGANIZATION, other LOCATION types
-    (CITY, STATE, STREET, ZIP, COUNTRY, LOCATION-OTHER) -> LOCATION, DATE -> DATE; AGE,
-    CONTACT, ID, PROFESSION -> O). Words are the note's whitespace-separated strings, also cut
-    at every PHI boundary (so "Smith's" with the PHI "Smith" gives "Smith" and "'s"); a word
-    inside a PHI span gets B- (the span's first word) or I-. Sentences end at line breaks and
-    after a word ending in ``.``, ``!`` or ``?`` that is followed by a capitalised word or a
-    digit on the same line (not after Dr., Mr., Mrs., Ms., Prof., St., nor inside a PHI span).
-    A tag whose ``text`` attribute differs from the note at its offsets is an error naming the
-    file and the tag id (never the text).
-    """
-    from mlmia.data.raw import I2B2_NAME, _xml_files
-
-    rows = []
-    for path in _xml_files(paths_or_dir):
-        m = I2B2_NAME.fullmatch(path.name)
-        if not m:
-            raise UserError(f"{path}: expected a name PATIENT-RECORD.xml like 110-02.xml")
-        patient, note_id = m.group(1), f"{m.group(1)}-{m.group(2)}"
-        try:
-            root = ET.parse(path).getroot()
-        except (ET.ParseError, OSError) as exc:
-            raise UserError(f"{path}: not valid XML: {exc}") from exc
-        element = root.find("TEXT")
-        if element is None or element.text is None:
-            raise UserError(f"{path}: no TEXT element (expected <deIdi2b2><TEXT>...</TEXT></deIdi2b2>)")
-        text = element.text
-        spans = []
-        for tag in root.find("TAGS") if root.find("TAGS") is not None else []:
-            cls = _i2b2_class(tag.tag, tag.get("TYPE"), mapping)
-            if cls is None:
-                continue
-            try:
-                start, end = int(tag.get("start")), int(tag.get("end"))
-            except (TypeError, ValueError):
-                raise UserError(f"{path}: tag {tag.get('id', '?')}: start/end are not integers") from None
-            if not 0 <= start < end <= len(text):
-                raise UserError(f"{path}: tag {tag.get('id', '?')}: offsets outside the note")
-            if tag.get("text") is not None and text[start:end] != tag.get("text"):
-                raise UserError(f"{path}: tag {tag.get('id', '?')}: its text differs from the note at its offsets")
-            spans.append((start, end, cls))
-        for j, (words, tags) in enumerate(_label_text(text, spans)):
-            rows.append(
-                {
-                    "sentence_id": f"{note_id}-{j:04d}",
-                    "group_id": patient,
-                    "note_id": note_id,
-                    "register": "i2b2",
-                    "words": words,
-                    "tags": tags,
-                }
-            )
-    out = pd.DataFrame(rows, columns=["sentence_id", "group_id", "note_id", "register", "words", "tags"])
-    log.info("i2b2 PHI: %d sentences of %d patients", len(out), out["group_id"].nunique())
-    return out
-
-
-def _label_text(text: str, spans: list[tuple[int, int, str]]) -> list[tuple[list[str], list[str]]]:
-    """Whitespace words cut at PHI boundaries, their BIO tags, grouped into sentences."""
-    spans = sorted(spans)
-    owner = np.full(len(text), -1, dtype=np.int64)
-    for k, (start, end, _) in enumerate(spans):  # the first span wins where spans overlap
-        free = owner[start:end] == -1
-        owner[start:end][free] = k
-    tokens = []  # (start, end, span or -1)
-    for m in re.finditer(r"\S+", text):
-        start = m.start()
-        for pos in range(m.start() + 1, m.end() + 1):
-            if pos == m.end() or owner[pos] != owner[pos - 1]:
-                tokens.append((start, pos, int(owner[start])))
-                start = pos
-    sentences: list[tuple[list[str], list[str]]] = []
-    words: list[str] = []
-    tags: list[str] = []
-    previous_span = -1
-    for i, (start, end, span) in enumerate(tokens):
-        if words and "\n" in text[tokens[i - 1][1] : start]:
-            sentences.append((words, tags))
-            words, tags, previous_span = [], [], -1
-        word = text[start:end]
-        if span < 0:
-            tags.append("O")
-        else:
-            tags.append(("I-" if span == previous_span else "B-") + spans[span][2])
-        words.append(word)
-        previous_span = span
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        if (
-            nxt is not None
-            and span < 0
-            and word[-1] in ".!?"
-            and word.lower() not in _TITLE_WORDS
-            and "\n" not in text[end : nxt[0]]
-            and (text[nxt[0]].isupper() or text[nxt[0]].isdigit())
-        ):
-            sentences.append((words, tags))
-            words, tags, previous_span = [], [], -1
-    if words:
-        sentences.append((words, tags))
-    return sentences
 
 
 def split_patients(sentences: pd.DataFrame, valid_share: float, seed: int) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """The embedded world's registers as the subcorpora of the shadow-model protocol (Hisamoto et
 al. 2020): sentences with their patient (or document) and the register they are written in,
-and the registers outside the clinical world (`mlmia.world.registers`: Wikipedia articles)."""
+and the registers outside the clinical world (`mlmia.world.registers.wikipedia`: Wikipedia articles)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import re
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.world.corpus import _package_dir
+from mlmia.world.lexicon import package_dir
 
 WIKIPEDIA_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 WIKIPEDIA_PREFIX = "wikipedia"
@@ -82,7 +82,7 @@ def _article_sentences() -> tuple[tuple[str, ...], ...]:
     """Each article's distinct prose sentences, in dump order (redirects skipped; cached)."""
     from gensim.corpora.wikicorpus import extract_pages
 
-    path = _package_dir("gensim") / "test" / "test_data" / WIKIPEDIA_DUMP
+    path = package_dir("gensim") / "test" / "test_data" / WIKIPEDIA_DUMP
     if not path.exists():
         raise UserError(f"{path}: not found (the Wikipedia register comes with gensim's test data)")
     with bz2.open(path) as handle:
