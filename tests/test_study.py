@@ -330,13 +330,17 @@ def test_training_precision_reaches_every_trained_model_but_dp(in_repo):
 
 
 def test_the_schema_knows_every_model_and_corpus_key():
-    # the library's defaults and the schema's keys are the same sets: a typo is refused at start
-    from mlmia.models.training import MODEL_DEFAULTS
+    # a model key says where the model comes from (the study keeps those out of a reference's
+    # settings) or is a training setting, with its default: a key of neither kind would reach the
+    # trainer, which refuses it, from a reference's shape
+    from mlmia.models.training import model_settings
+    from mlmia.study.study import NOT_SETTINGS
     from mlmia.world.corpus import CORPUS_DEFAULTS
 
     schema = yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"]
-    model_keys = set(schema["models"]["additionalProperties"]["properties"])
-    assert model_keys == set(MODEL_DEFAULTS) | {"corpus", "init", "path", "tokenizer", "training_text"}
+    entry = schema["models"]["additionalProperties"]["properties"]
+    assert {key for key, spec in entry.items() if "default" not in spec} == set(NOT_SETTINGS)
+    assert set(model_settings({})) == set(entry) - set(NOT_SETTINGS)
     corpus = schema["corpus"]["properties"]
     assert set(corpus) == set(CORPUS_DEFAULTS)
     for key, default in CORPUS_DEFAULTS.items():
