@@ -165,6 +165,26 @@ def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
     )
 
 
+def test_the_library_reads_the_defaults_validation_fills():
+    # schema.defaults (what the library fills into settings given in part) and validation (what
+    # the workflow's config gets) read one schema: the same values, in the same order
+    from mlmia.study.schema import defaults, schema_path, validate
+
+    sections = ("metrics", "scoring", "exposure", "canaries", "dexposure", "figure_style")
+    config = {"run": "x", "tables_spec": "unused.yaml", "models": {"m": {"dp": {}}}, **{k: {} for k in sections}}
+    validate(config, schema_path("config"))
+    for section in sections:
+        assert list(config[section].items()) == list(defaults(section).items()), section
+    # x-fill-defaults: validation writes only these into a model entry and its dp setting; the
+    # trainer fills the rest (mlmia.models.training.model_settings, mlmia.defences.dp_sgd.dp_settings)
+    entry = config["models"]["m"]
+    assert set(entry) == {"dp", "freeze"} and "canaries" not in entry["dp"]
+    assert defaults("models", "*", "dp") == {**entry["dp"], "canaries": None}
+    assert {"freeze": []}.items() < defaults("models", "*").items()
+    with pytest.raises(KeyError, match="no section models.x"):
+        defaults("models", "x")
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
