@@ -26,6 +26,9 @@ from mlmia.core.errors import UserError
 
 #: the config's and the tables spec's schemas (`config.schema.yaml`, `tables.schema.yaml`)
 SCHEMAS = Path(__file__).with_name("schemas")
+#: the schemas are this module's code for a step's digest (mlmia.core.provenance): the trainers
+#: read their defaults from here
+READS_FILES = "schemas/*.schema.yaml"
 
 
 def schema_path(name: str) -> Path:
