@@ -181,6 +181,11 @@ def test_the_library_reads_the_defaults_validation_fills():
     assert set(entry) == {"dp", "freeze"} and "canaries" not in entry["dp"]
     assert defaults("models", "*", "dp") == {**entry["dp"], "canaries": None}
     assert {"freeze": []}.items() < defaults("models", "*").items()
+    # a DP model's gradient canaries default to the audit's (the workflow passes those)
+    canaries = defaults("models", "*", "dp", "canaries")
+    assert canaries == {
+        key: defaults("dp_audit", "gradient_canaries")[key] for key in ("count", "sentinels", "norm", "seed")
+    }
     with pytest.raises(KeyError, match="no section models.x"):
         defaults("models", "x")
 
