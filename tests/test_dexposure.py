@@ -338,6 +338,18 @@ def test_finding_grows_with_repetitions_holds_fails_and_needs_seeds():
     assert np.isnan(seed_interval([1.0])[1])
 
 
+def test_figure1_is_saved_in_the_configured_figure_style(tmp_path):
+    # each class's line style must not replace the config's figure_style (the saver reads its dpi)
+    from PIL import Image
+
+    style = {**defaults("figure_style"), "dpi": 40}
+    tidy = report.table3(_runs([{0: 0.5, 64: 2.0}, {0: 0.4, 64: 2.5}]))
+    report.plot_figure1(tidy, [tmp_path / "figure1.png", tmp_path / "figure1.pdf"], style)
+    with Image.open(tmp_path / "figure1.png") as image:
+        assert image.size == (6 * 40, 4 * 40)  # the figure's 6 x 4 inches at the configured dpi
+    assert (tmp_path / "figure1.pdf").stat().st_size > 0
+
+
 def test_every_dexposure_key_has_a_schema_default():
     schema = yaml.safe_load(schema_path("config").read_text())
     props = schema["properties"]["dexposure"]["properties"]

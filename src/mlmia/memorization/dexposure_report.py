@@ -245,8 +245,8 @@ def plot_figure1(tidy: pd.DataFrame, paths: Sequence[str | os.PathLike], style: 
     for cls, part in last.groupby("class", sort=False):
         part = part.sort_values("repetitions")
         xs = [x[r] for r in part["repetitions"]]
-        style = {"color": "black", "lw": 2.2} if cls == "mean" else {"lw": 1.2}
-        (line,) = ax.plot(xs, part["d_exposure"], marker="o", ms=4, label=cls, **style)
+        line_style = {"color": "black", "lw": 2.2} if cls == "mean" else {"lw": 1.2}
+        (line,) = ax.plot(xs, part["d_exposure"], marker="o", ms=4, label=cls, **line_style)
         ax.fill_between(xs, part["ci_low"], part["ci_high"], color=line.get_color(), alpha=0.15, lw=0)
         if cls != "mean":  # the class's largest possible value, log2 |C_i|
             ax.axhline(float(part["max_d_exposure"].iloc[0]), color=line.get_color(), ls=":", lw=0.9)
