@@ -105,15 +105,21 @@ def load_yaml(path: str | os.PathLike, key: str | None = None) -> dict:
 
 
 def defaults(*keys: str) -> dict:
-    """The config schema's defaults of the section at `keys`, in the schema's order: what an
-    empty section resolves to (``defaults("dexposure", "model")``; ``"*"`` for an entry of a
-    mapping: ``defaults("models", "*")``, ``defaults("models", "*", "dp")``). A fresh copy."""
+    """The config schema's defaults of the section at `keys`, in the schema's order
+    (``defaults("dexposure", "model")``; ``"*"`` for an entry of a mapping: ``defaults("models",
+    "*")``, ``defaults("models", "*", "dp")``): what validation writes into an empty section,
+    with the defaults it leaves to the library (`x-fill-defaults`). A fresh copy."""
     return copy.deepcopy(_section_defaults(keys))
 
 
 @cache
+def _config_schema() -> dict:
+    return load_schema(schema_path("config"))
+
+
+@cache
 def _section_defaults(keys: tuple[str, ...]) -> dict:
-    schema = load_schema(schema_path("config"))
+    schema = _config_schema()
     for depth, key in enumerate(keys):
         # "*": any entry of a mapping of named entries (`models`)
         schema = schema.get("additionalProperties") if key == "*" else schema.get("properties", {}).get(key)
