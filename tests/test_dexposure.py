@@ -12,14 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, copy_workflow, run_snakemake, write_config
+from workflow_helpers import copy_workflow, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
 from mlmia.data.i2b2_phi import i2b2_labelled_sentences
 from mlmia.memorization import dexposure as dx
+from mlmia.memorization import dexposure_report as report
 from mlmia.memorization import overfitting as of
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import FINDING_COLUMNS, VERDICTS
+from mlmia.study.schema import defaults, schema_path
 from mlmia.world import phi
 from mlmia.world.phi_entities import phi_world
 
@@ -228,6 +230,9 @@ def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger, 
                           "train_seconds", "total_seconds", "tokens_per_second", "threads", "device", "n_parameters",
                           "n_trainable_parameters"]  # fmt: skip
     assert info["n_texts"] == n_train + 3 * 8 and info["epochs_run"] == 2 and info["config"]["lr_decay"] is True
+    # the optimiser settings it was not given are the schema's dexposure.training, recorded
+    assert info["config"]["training"] == {"checkpoints": [2, 4, 8], "batch_size": 16, "lr": 0.003,
+                                          "warmup_ratio": 0.06, "weight_decay": 0.01}  # fmt: skip
     log = pd.read_csv(tmp_path / "record" / "train_log.csv")
     assert log["step"].iloc[-1] == info["steps"] == 2 * math.ceil(info["n_texts"] / 16)
     assert (tmp_path / "record" / "train_curve.png").exists()
@@ -310,7 +315,7 @@ def _runs(main_values):
 
 def test_finding_grows_with_repetitions_holds_fails_and_needs_seeds():
     def checked(runs):
-        return {f.finding: f for f in dx.findings(runs)}
+        return {f.finding: f for f in report.findings(runs)}
 
     grows = [{0: 0.0, 16: 1.0, 64: 3.0}, {0: 0.1, 16: 1.5, 64: 3.5}, {0: 0.0, 16: 0.5, 64: 2.5}]
     checks = checked(_runs(grows))
@@ -335,18 +340,39 @@ def test_finding_grows_with_repetitions_holds_fails_and_needs_seeds():
     assert np.isnan(seed_interval([1.0])[1])
 
 
-def test_schema_defaults_are_the_library_defaults():
-    schema = yaml.safe_load((REPO / "config" / "schema" / "config.schema.yaml").read_text())
+def test_figure1_is_saved_in_the_configured_figure_style(tmp_path):
+    # each class's line style must not replace the config's figure_style (the saver reads its dpi)
+    from PIL import Image
+
+    style = {**defaults("figure_style"), "dpi": 40}
+    tidy = report.table3(_runs([{0: 0.5, 64: 2.0}, {0: 0.4, 64: 2.5}]))
+    report.plot_figure1(tidy, [tmp_path / "figure1.png", tmp_path / "figure1.pdf"], style)
+    with Image.open(tmp_path / "figure1.png") as image:
+        assert image.size == (6 * 40, 4 * 40)  # the figure's 6 x 4 inches at the configured dpi
+    assert (tmp_path / "figure1.pdf").stat().st_size > 0
+
+
+def test_every_dexposure_key_has_a_schema_default():
+    schema = yaml.safe_load(schema_path("config").read_text())
     props = schema["properties"]["dexposure"]["properties"]
     assert schema["properties"]["dexposure"]["additionalProperties"] is False
     for key, default in phi.PHI_DEFAULTS.items():
         assert props[key]["default"] == default, key
-    for section, defaults in (("model", dx.MODEL_DEFAULTS), ("training", dx.TRAINING_DEFAULTS),
-                              ("overfit", of.OVERFIT_DEFAULTS)):  # fmt: skip
+    for section in ("model", "training", "overfit"):
         assert props[section]["additionalProperties"] is False
-        assert {k: v["default"] for k, v in props[section]["properties"].items()} == defaults, section
+        assert all("default" in spec for spec in props[section]["properties"].values()), section
     for key, spec in props.items():
         assert "default" in spec, key
+
+
+def test_a_tagger_of_partial_settings_takes_the_schema_defaults(tagger):
+    # what a caller (a test, a benchmark) leaves out of the tagger's settings is the schema's
+    # dexposure.model: the fixture's tagger sets neither its positions nor its dropout
+    model, _, _ = tagger
+    expected = defaults("dexposure", "model")
+    assert model.config.max_position_embeddings == expected["max_length"] == 64
+    assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == expected["dropout"] == 0.1
+    assert model.config.num_hidden_layers == 1  # what it sets wins
 
 
 # ------------------------------------------------------------------------------------ end to end

@@ -15,6 +15,7 @@ from workflow_helpers import REPO
 
 from mlmia.memorization import dexposure as dx
 from mlmia.memorization import overfitting as of
+from mlmia.study.schema import defaults as schema_defaults
 
 T_975_2DF = 4.302652729911275  # the 97.5% quantile of Student's t with 2 degrees of freedom
 EPOCHS = [2, 4, 6, 8, 10]
@@ -132,11 +133,7 @@ def test_a_minimum_at_the_last_checkpoint_is_not_resolvable():
 
 
 def test_designs_from_the_schema_defaults():
-    schema = yaml.safe_load((REPO / "config" / "schema" / "config.schema.yaml").read_text())
-    props = schema["properties"]["dexposure"]["properties"]
-    defaults = {key: spec["default"] for key, spec in props.items()}
-    for section in ("model", "training", "overfit"):
-        defaults[section] = {k: v["default"] for k, v in props[section]["properties"].items()}
+    defaults = schema_defaults("dexposure")  # what an empty dexposure: section resolves to
     # the paper's Figure 2: 16 insertions into 10% of the data; weight decay none; at least 8 seeds
     assert {k: defaults["overfit"][k] for k in ("fraction", "repetitions", "weight_decay")} == {
         "fraction": 0.1, "repetitions": 16, "weight_decay": 0.0}  # fmt: skip
@@ -145,7 +142,8 @@ def test_designs_from_the_schema_defaults():
     assert design["checkpoints"] == list(range(5, 151, 5))
     assert (design["lr_decay"], design["dropout"], design["fraction"]) == (False, 0.0, 0.1)
     assert design["training"] == {"batch_size": 16, "lr": 0.001, "warmup_ratio": 0.06, "weight_decay": 0.0}
-    assert design["model"] == dx.MODEL_DEFAULTS
+    assert design["model"] == {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 512,
+                               "max_length": 64, "dropout": 0.1}  # fmt: skip
     assert of.overfit_runs(defaults) == [(seed, 16) for seed in range(8)]
     # the main experiment keeps its design (the taggers' params of earlier runs)
     assert dx.main_design(defaults) == {"model": defaults["model"], "training": defaults["training"],

@@ -1,5 +1,6 @@
 """Dependencies that earn their place: every import declared, every declared package used,
-the conda environment equal to pyproject.toml, the package's subpackages and py.typed shipped."""
+the conda environment equal to pyproject.toml, the package's subpackages, py.typed and the
+config schemas shipped."""
 
 import ast
 import importlib.metadata
@@ -12,6 +13,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from workflow_helpers import REPO
+
+from mlmia.study.schema import schema_path
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 DECLARED = {canonicalize_name(Requirement(r).name): Requirement(r) for r in PYPROJECT["project"]["dependencies"]}
@@ -72,14 +75,20 @@ def test_the_conda_environment_lists_the_same_packages():
     assert "os.environ.update(MLMIA_WORKFLOW_DIR=workflow.basedir)" in (REPO / "Snakefile").read_text()
 
 
-def test_the_package_ships_its_subpackages_py_typed_and_word_lists():
+def test_the_package_ships_its_subpackages_py_typed_schemas_and_word_lists():
     found = set(setuptools.find_packages(str(REPO / "src")))
     stages = {"core", "world", "data", "models", "scoring", "attacks", "metrics", "memorization", "study", "report"}
     assert {f"mlmia.{stage}" for stage in stages} <= found
-    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["mlmia"]
-    assert patterns == ["py.typed", "world/data/*.txt"]
+    data = PYPROJECT["tool"]["setuptools"]["package-data"]["mlmia"]
+    assert data == ["py.typed", "study/schemas/*.schema.yaml", "world/data/*.txt"]
     assert (REPO / "src" / "mlmia" / "py.typed").exists()
+    # the library reads the schemas' defaults: the installed package has every one it names
+    shipped = {path.name for pattern in data for path in (REPO / "src" / "mlmia").glob(pattern)}
+    assert {schema_path(name).name for name in ("config", "tables")} <= shipped
+    # the workflow's config/schema, where users look, is a link to them, not a copy
+    link = REPO / "config" / "schema"
+    assert link.is_symlink() and link.resolve() == (REPO / "src" / "mlmia" / "study" / "schemas").resolve()
     # the embedded world's word lists (mlmia.world.lexicon.word_list): every data file matches a pattern
     package = REPO / "src" / "mlmia"
-    data = [path.relative_to(package) for path in (package / "world" / "data").iterdir()]
-    assert data and all(path.match(patterns[1]) for path in data), data
+    words = [path.relative_to(package) for path in (package / "world" / "data").iterdir()]
+    assert words and all(path.match(data[2]) for path in words), words

@@ -9,6 +9,8 @@ import pytest
 import yaml
 from workflow_helpers import REPO, copy_workflow, edit_yaml, planned_jobs, run_snakemake
 
+from mlmia.study.schema import defaults as schema_defaults
+
 SPEC = yaml.safe_load((REPO / "config" / "tables.yaml").read_text())
 PAPER = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
 
@@ -109,10 +111,8 @@ def test_raw_overlay_imports_notes_first(paper_copy):
     # trained on them; one tagger per seed and repetition count, and the overfitting run
     jobs = planned_jobs(paper_copy, "dexposure", "--configfile", "config/paper.yaml", "config/paper_raw.yaml")
     counts = collections.Counter(rule for rule, _ in jobs)
-    defaults = yaml.safe_load((REPO / "config/schema/config.schema.yaml").read_text())["properties"]["dexposure"]
-    seeds = defaults["properties"]["seeds"]["default"]
-    repetitions = defaults["properties"]["repetitions"]["default"]
-    overfit_seeds = defaults["properties"]["overfit"]["properties"]["seeds"]["default"]
+    defaults = schema_defaults("dexposure")
+    seeds, repetitions, overfit_seeds = defaults["seeds"], defaults["repetitions"], defaults["overfit"]["seeds"]
     assert counts["dexposure_notes"] == counts["dexposure_tokenizer"] == counts["dexposure_report"] == 1
     assert counts["dexposure_train"] == seeds * len(repetitions) + overfit_seeds
     assert not {"build_corpora", "train_tokenizer", "train_model"} & set(counts)

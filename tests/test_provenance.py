@@ -126,3 +126,17 @@ def test_a_registry_that_loads_its_package_by_name_brings_every_module_of_it(tmp
     assert "mlmia.models.objectives.bert_mlm" in closure  # never named in an import statement
     script.write_text("from mlmia.attacks.base import get_attack\n")
     assert {"mlmia.attacks.rmia", "mlmia.attacks.lira_online"} <= set(import_closure(script))
+
+
+def test_package_data_a_module_reads_counts_as_its_code(tmp_path):
+    # the trainers' defaults live in the config schema (mlmia.study.schema reads it): an edit to
+    # it changes the digest of a step that trains, not of one that never reads the schema
+    shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
+    train, metrics = SCRIPTS / "train_model.py", SCRIPTS / "attack_metrics.py"
+    assert "mlmia.study.schema" in import_closure(train) and "mlmia.study.schema" not in import_closure(metrics)
+    before = {script: _digest_with(tmp_path, script) for script in (train, metrics)}
+    schema = tmp_path / "mlmia" / "study" / "schemas" / "config.schema.yaml"
+    schema.write_text(schema.read_text().replace("hidden_size: {type: integer, minimum: 8, default: 128}",
+                                                 "hidden_size: {type: integer, minimum: 8, default: 256}"))  # fmt: skip
+    assert _digest_with(tmp_path, train) != before[train]
+    assert _digest_with(tmp_path, metrics) == before[metrics]

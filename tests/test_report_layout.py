@@ -121,13 +121,13 @@ def test_the_one_layout():
 
 
 def test_every_study_writes_its_findings_through_the_one_renderer():
-    from mlmia.memorization import dexposure, overfitting
+    from mlmia.memorization import dexposure_report, overfitting
     from mlmia.report import findings as paper
     from mlmia.shadow import report as shadow
 
     # each study's checks return Finding records (paper, zoo and DP; shadow; d-exposure and its
     # overfitting experiment) ...
-    for check in (paper.check_findings, shadow.findings, dexposure.findings, overfitting.findings):
+    for check in (paper.check_findings, shadow.findings, dexposure_report.findings, overfitting.findings):
         assert check.__annotations__["return"] == "list[Finding]", check.__module__
     # ... no module but mlmia.report.finding lays findings out ...
     sources = (REPO / "src" / "mlmia").rglob("*.py")

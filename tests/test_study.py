@@ -165,6 +165,31 @@ def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
     )
 
 
+def test_the_library_reads_the_defaults_validation_fills():
+    # schema.defaults (what the library fills into settings given in part) and validation (what
+    # the workflow's config gets) read one schema: the same values, in the same order
+    from mlmia.study.schema import defaults, schema_path, validate
+
+    sections = ("metrics", "scoring", "exposure", "canaries", "dexposure", "figure_style")
+    config = {"run": "x", "tables_spec": "unused.yaml", "models": {"m": {"dp": {}}}, **{k: {} for k in sections}}
+    validate(config, schema_path("config"))
+    for section in sections:
+        assert list(config[section].items()) == list(defaults(section).items()), section
+    # x-fill-defaults: validation writes only these into a model entry and its dp setting; the
+    # trainer fills the rest (mlmia.models.training.model_settings, mlmia.defences.dp_sgd.dp_settings)
+    entry = config["models"]["m"]
+    assert set(entry) == {"dp", "freeze"} and "canaries" not in entry["dp"]
+    assert defaults("models", "*", "dp") == {**entry["dp"], "canaries": None}
+    assert {"freeze": []}.items() < defaults("models", "*").items()
+    # a DP model's gradient canaries default to the audit's (the workflow passes those)
+    canaries = defaults("models", "*", "dp", "canaries")
+    assert canaries == {
+        key: defaults("dp_audit", "gradient_canaries")[key] for key in ("count", "sentinels", "norm", "seed")
+    }
+    with pytest.raises(KeyError, match="no section models.x"):
+        defaults("models", "x")
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -330,13 +355,17 @@ def test_training_precision_reaches_every_trained_model_but_dp(in_repo):
 
 
 def test_the_schema_knows_every_model_and_corpus_key():
-    # the library's defaults and the schema's keys are the same sets: a typo is refused at start
-    from mlmia.models.training import MODEL_DEFAULTS
+    # a model key says where the model comes from (the study keeps those out of a reference's
+    # settings) or is a training setting, with its default: a key of neither kind would reach the
+    # trainer, which refuses it, from a reference's shape
+    from mlmia.models.training import model_settings
+    from mlmia.study.study import NOT_SETTINGS
     from mlmia.world.corpus import CORPUS_DEFAULTS
 
     schema = yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"]
-    model_keys = set(schema["models"]["additionalProperties"]["properties"])
-    assert model_keys == set(MODEL_DEFAULTS) | {"corpus", "init", "path", "tokenizer", "training_text"}
+    entry = schema["models"]["additionalProperties"]["properties"]
+    assert {key for key, spec in entry.items() if "default" not in spec} == set(NOT_SETTINGS)
+    assert set(model_settings({})) == set(entry) - set(NOT_SETTINGS)
     corpus = schema["corpus"]["properties"]
     assert set(corpus) == set(CORPUS_DEFAULTS)
     for key, default in CORPUS_DEFAULTS.items():

@@ -16,6 +16,7 @@ from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
 from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
 from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
 from mlmia.models.training import masked_lm_loss, model_settings, train_mlm
+from mlmia.study.schema import defaults, schema_path, validate
 from mlmia.training_job import train_from_table
 
 TEXTS = (
@@ -411,6 +412,25 @@ def test_bf16_training_learns_as_fp32_does_and_is_refused_with_dp(tok_dir, tmp_p
         model_settings({"precision": "fp16"})
 
 
+def test_every_setting_the_trainers_read_has_a_schema_default():
+    # a setting read without a default would fail (KeyError) for a model entry that leaves it out
+    import inspect
+    import re
+
+    from mlmia import training_job
+    from mlmia.defences import clipping, dp_sgd
+    from mlmia.models import training
+
+    read = set()
+    for module in (training, dp_sgd, training_job):
+        read |= set(re.findall(r'\bcfg(?:\[|\.get\()"(\w+)"', inspect.getsource(module)))
+    assert {"hidden_size", "epochs", "lr", "freeze", "dp"} <= read <= set(defaults("models", "*"))
+    dp_read = set()
+    for module in (dp_sgd, clipping):
+        dp_read |= set(re.findall(r'\bdp(?:\[|\.get\()"(\w+)"', inspect.getsource(module)))
+    assert {"epsilon", "unit", "clipping"} <= dp_read <= set(defaults("models", "*", "dp"))
+
+
 def test_training_is_seeded(tok_dir, tmp_path):
     cfg = {**TINY, "epochs": 1}
     a = train_mlm(TEXTS, tok_dir, tmp_path / "a", config=cfg, threads=1, device="cpu")
@@ -420,6 +440,14 @@ def test_training_is_seeded(tok_dir, tmp_path):
 
 def test_settings_are_validated(tmp_path):
     assert model_settings({})["hidden_size"] == 128
+    # the config schema's defaults, for a model entry that sets nothing: BERT's 15% masking, no
+    # DP-SGD unless asked for, nothing frozen; validation writes only freeze's into an entry
+    assert model_settings({}) == defaults("models", "*")
+    assert {k: model_settings({})[k] for k in ("mlm_probability", "dp", "freeze")} == {
+        "mlm_probability": 0.15, "dp": None, "freeze": []}  # fmt: skip
+    entry = {"corpus": "target", "epochs": 2}
+    validate({"run": "x", "tables_spec": "unused.yaml", "models": {"m": entry}}, schema_path("config"))
+    assert entry == {"corpus": "target", "epochs": 2, "freeze": []}
     with pytest.raises(UserError, match="unknown"):
         model_settings({"layers": 3})
     with pytest.raises(UserError, match="multiple"):

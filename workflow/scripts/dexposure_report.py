@@ -3,12 +3,12 @@ import pandas as pd
 from mlmia.core.io import read_table, write_text
 from mlmia.core.runner import run_step
 from mlmia.memorization import overfitting
-from mlmia.memorization.dexposure import (
+from mlmia.memorization.dexposure import labelled_classes
+from mlmia.memorization.dexposure_report import (
     FINDINGS_METHOD,
     FINDINGS_TITLE,
     entity_labels,
     findings,
-    labelled_classes,
     plot_figure1,
     render_table1,
     render_table2,

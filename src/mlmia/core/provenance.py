@@ -7,13 +7,14 @@ param, makes Snakemake rerun the step when that code changes (Snakemake tracks a
 mtime, not what it imports). Nothing is imported to find them: the sources are parsed where
 `mlmia` lies on `sys.path`, so a copy of the library first on `PYTHONPATH` is the one read.
 Every script imports `mlmia.core` (the step runner), so an edit there reruns every job.
-A package's data files (the files under its `data/` folder, where that folder is no package:
-the embedded world's word lists) count with the package, as code the step runs.
 
 A registry that imports the modules of its package by name declares it (a module-level
 ``LOADS_BY_NAME = "<package>"``): for a digest every module of that package counts as
-imported. What is loaded from outside the library (a user's plug-in) cannot be seen in the
-source: the rule names those modules as extras.
+imported. A module that reads package data at run time declares it (a module-level
+``READS_FILES = "<glob>"``, relative to its folder): those files count as its code (the config
+schemas, whose defaults the trainers read, `mlmia.study.schema`). What is loaded from outside
+the library (a user's plug-in) cannot be seen in the source: the rule names those modules as
+extras.
 
 `SourceTree.graph` is the same reading as an import graph (the import-cycle test).
 """
@@ -68,6 +69,7 @@ class SourceTree:
     def __init__(self, root: str | os.PathLike, package: str) -> None:
         self.root, self.package = Path(root), package
         self._imports: dict[tuple[str, bool], frozenset[str]] = {}
+        self._data: dict[str, tuple[Path, ...]] = {}
 
     def module_file(self, name: str) -> Path | None:
         """The source file of module `name` (a package: its `__init__.py`), or None."""
@@ -80,14 +82,6 @@ class SourceTree:
                 return path
         return None
 
-    def data_files(self, name: str) -> list[Path]:
-        """The files under package `name`'s `data/` folder, unless that folder is a package itself."""
-        source = self.module_file(name)
-        folder = source.parent / "data" if source is not None and source.name == "__init__.py" else None
-        if folder is None or not folder.is_dir() or (folder / "__init__.py").exists():
-            return []
-        return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
     def modules(self) -> list[str]:
         """Every module of the tree, packages included."""
         names = []
@@ -98,18 +92,24 @@ class SourceTree:
 
     def _loaded_by_name(self, tree: ast.Module) -> set[str]:
         """Every module of the package a registry declares it loads by name (`LOADS_BY_NAME`)."""
-        for node in tree.body:
-            if (
-                isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == "LOADS_BY_NAME" for t in node.targets)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
-                init = self.module_file(node.value.value)
-                if init is None or init.name != "__init__.py":
-                    raise ValueError(f"LOADS_BY_NAME names no package of {self.package}: {node.value.value}")
-                return {f"{node.value.value}.{p.stem}" for p in init.parent.glob("*.py") if p.stem != "__init__"}
-        return set()
+        package = _declared(tree, "LOADS_BY_NAME")
+        if package is None:
+            return set()
+        init = self.module_file(package)
+        if init is None or init.name != "__init__.py":
+            raise ValueError(f"LOADS_BY_NAME names no package of {self.package}: {package}")
+        return {f"{package}.{p.stem}" for p in init.parent.glob("*.py") if p.stem != "__init__"}
+
+    def data_files(self, name: str) -> tuple[Path, ...]:
+        """The package data module `name` declares it reads (`READS_FILES`), sorted; read once."""
+        if name not in self._data:
+            path = self.module_file(name)
+            pattern = _declared(_parse_imports(path.read_text()), "READS_FILES")
+            files = tuple(sorted(path.parent.glob(pattern))) if pattern else ()
+            if pattern and not files:
+                raise ValueError(f"{name}: READS_FILES matches no file: {pattern}")
+            self._data[name] = files
+        return self._data[name]
 
     def imported_modules(
         self, source: str, module: str | None = None, is_package: bool = False, by_name: bool = True
@@ -162,12 +162,27 @@ class SourceTree:
         return graph
 
 
-# A line that starts an import statement, or the registry's declaration (`_loaded_by_name`)
-_IMPORT_LINE = re.compile(r"[ \t]*(?:import[ \t]+\w|from[ \t]+[\w.]+[ \t]*(?:import\b|\\|$)|LOADS_BY_NAME[ \t]*=)")
+# A line that starts an import statement, or a declaration (`_loaded_by_name`, `data_files`)
+_IMPORT_LINE = re.compile(
+    r"[ \t]*(?:import[ \t]+\w|from[ \t]+[\w.]+[ \t]*(?:import\b|\\|$)|(?:LOADS_BY_NAME|READS_FILES)[ \t]*=)"
+)
+
+
+def _declared(tree: ast.Module, name: str) -> str | None:
+    """The string a module-level `name = "..."` assigns, or None."""
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    return None
 
 
 def _parse_imports(source: str) -> ast.Module:
-    """The import statements of `source` (and a `LOADS_BY_NAME` line), parsed: each line that
+    """The import statements of `source` (and the declaration lines), parsed: each line that
     starts one is taken with its continuation lines, at column 0. Every Snakemake start reads
     the library's imports this way, in a tenth of the time of parsing whole modules. Where the
     lines taken do not parse (prose in a docstring that reads like an import), the whole source
@@ -228,8 +243,8 @@ def import_closure(script: str | os.PathLike, *extra: str) -> list[str]:
 
 def script_digest(script: str | os.PathLike, *extra: str) -> str:
     """A short sha256 over the source of every library module in `import_closure(script, ...)`
-    and the data files of its packages (`SourceTree.data_files`): an edit to any module or data
-    file the script reaches changes it, an edit elsewhere does not. `extra`:
+    and the package data each reads (`READS_FILES`): an edit to any module the script reaches, or
+    to a file one of them reads, changes it, an edit elsewhere does not. `extra`:
     modules the script loads by name; those outside the library (a user's plug-in) count by
     their own source files."""
     tree = library()
@@ -239,7 +254,7 @@ def script_digest(script: str | os.PathLike, *extra: str) -> str:
         digest.update(name.encode())
         digest.update(tree.module_file(name).read_bytes())
         for path in tree.data_files(name):
-            digest.update(path.relative_to(tree.root).as_posix().encode())
+            digest.update(path.name.encode())
             digest.update(path.read_bytes())
     outside = sorted(set(extra) - set(inside))
     if outside:

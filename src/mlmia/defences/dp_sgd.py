@@ -83,12 +83,10 @@ from mlmia.models.objectives import Objective, check_dp_objective, make_objectiv
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.training import initial_model, model_settings, save_model
+from mlmia.study.schema import defaults
 
 log = get_logger(__name__)
 
-#: the keys of a model's `dp:` setting and their defaults
-DP_DEFAULTS: dict = {"epsilon": None, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample",
-                     "fault": None, "canaries": None, "clipping": "auto"}  # fmt: skip
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
 #: faulty trainers the audit must catch (module docstring)
@@ -102,13 +100,15 @@ def _number(value) -> bool:
 
 
 def dp_settings(value) -> dict:
-    """A model's `dp:` setting with defaults filled in; a wrong key or value is a UserError (one line)."""
+    """A model's `dp:` setting with the config schema's defaults filled in
+    (`mlmia.study.schema.defaults`); a wrong key or value is a UserError (one line)."""
     if not isinstance(value, dict):
         raise UserError(f"model config: dp must be a mapping such as {{epsilon: 4, max_grad_norm: 1.0}}, got {value!r}")
-    unknown = sorted(set(value) - set(DP_DEFAULTS))
+    out = defaults("models", "*", "dp")  # every key of the setting has one
+    unknown = sorted(set(value) - set(out))
     if unknown:
-        raise UserError(f"model config: dp: unknown key(s) {', '.join(unknown)} (known: {', '.join(DP_DEFAULTS)})")
-    out = {**DP_DEFAULTS, **value}
+        raise UserError(f"model config: dp: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
+    out.update(value)
     if out["epsilon"] is not None and not (_number(out["epsilon"]) and out["epsilon"] > 0):
         raise UserError(f"model config: dp.epsilon must be a number > 0 or null (no DP), got {out['epsilon']!r}")
     if out["delta"] is not None and not (_number(out["delta"]) and 0 < out["delta"] < 1):

@@ -48,26 +48,27 @@ import numpy as np
 from scipy import special, stats
 
 from mlmia.core.errors import UserError
+from mlmia.study.schema import defaults
 
-#: the keys of the canaries' setting (a DP model's `dp.canaries`; config `dp_audit.gradient_canaries`)
-CANARY_DEFAULTS: dict = {"count": 500, "sentinels": 64, "norm": 10.0, "seed": 0}
 SCORES = ("likelihood_ratio", "alignment")
 #: the observations in a trained model's directory
 RECORD_FILE = "gradient_canaries.npz"
 
 
 def canary_settings(value) -> dict | None:
-    """A DP model's `canaries` setting with defaults filled in (None: no gradient canaries); a
-    wrong key or value is a UserError (one line)."""
+    """A DP model's `canaries` setting with the config schema's defaults filled in (those of
+    `dp_audit.gradient_canaries`; None: no gradient canaries); a wrong key or value is a
+    UserError (one line)."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise UserError(f"model config: dp.canaries must be a mapping such as {{count: 500}}, got {value!r}")
-    unknown = sorted(set(value) - set(CANARY_DEFAULTS))
+    out = defaults("models", "*", "dp", "canaries")
+    unknown = sorted(set(value) - set(out))
     if unknown:
         raise UserError(f"model config: dp.canaries: unknown key(s) {', '.join(unknown)} "
-                        f"(known: {', '.join(CANARY_DEFAULTS)})")  # fmt: skip
-    out = {**CANARY_DEFAULTS, **value}
+                        f"(known: {', '.join(out)})")  # fmt: skip
+    out.update(value)
     for key in ("count", "sentinels", "seed"):
         if not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 0):
             raise UserError(f"model config: dp.canaries.{key} must be an integer >= 0, got {out[key]!r}")

@@ -40,20 +40,12 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
-from mlmia.memorization.dexposure import interval_cell, model_means
+from mlmia.memorization.dexposure_report import interval_cell, model_means
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import Finding, interval_verdict
 from mlmia.report.markdown import markdown_table
+from mlmia.study.schema import defaults
 
-#: the `dexposure.overfit` config (the schema holds the same defaults)
-OVERFIT_DEFAULTS: dict = {
-    "fraction": 0.1,
-    "repetitions": 16,
-    "epochs": 150,
-    "every": 5,
-    "seeds": 8,
-    "weight_decay": 0.0,
-}
 #: the slopes' unit: bits of d-exposure per this many epochs
 SLOPE_EPOCHS = 100
 MODEL = "mean"  # the model's d-exposure (the mean over the classes) in the per-class tables
@@ -105,8 +97,8 @@ def overfit_checkpoints(overfit: Mapping) -> list[int]:
 
 
 def overfit_settings(dexposure: Mapping) -> dict:
-    """The `overfit` section of the `dexposure:` config with the defaults filled in."""
-    return {**OVERFIT_DEFAULTS, **dict(dexposure.get("overfit") or {})}
+    """The `overfit` section of the `dexposure:` config with the config schema's defaults filled in."""
+    return {**defaults("dexposure", "overfit"), **dict(dexposure.get("overfit") or {})}
 
 
 def overfit_design(dexposure: Mapping) -> dict:

@@ -33,44 +33,13 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.hub import quiet_transformers
 from mlmia.models.loading import load_tokenizer, resolve_device
-from mlmia.models.objectives import DEFAULT_OBJECTIVE, MaskedBatch, Objective, make_objective, objective_names
+from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
+from mlmia.study.schema import defaults
 
 log = get_logger(__name__)
 
-#: model settings with their defaults (a `models:` entry of the config may set any of them)
-MODEL_DEFAULTS: dict = {
-    "hidden_size": 128,
-    "num_layers": 2,
-    "num_heads": 2,
-    "intermediate_size": 512,
-    "max_length": 72,
-    "position_offset": 0,
-    "pack": False,
-    "crop_prob": 0.5,
-    "crop_max": 4,
-    "block_size": 128,
-    "dropout": 0.1,
-    "epochs": 40,
-    "batch_size": 32,
-    "lr": 1e-3,
-    "warmup_ratio": 0.06,
-    "weight_decay": 0.01,
-    # the training objective, a module of mlmia.models.objectives: which tokens are masked, how the loss weighs them
-    "objective": DEFAULT_OBJECTIVE,
-    "mlm_probability": 0.15,
-    "seed": 0,
-    # compute dtype of the forward and backward passes: fp32, or bf16 (autocast; weights, optimiser
-    # state and the loss stay fp32)
-    "precision": "fp32",
-    # parts of the model left as they start (`FROZEN_PARTS`): word_embeddings freezes the word
-    # embeddings and, BERT tying them, the output projection (its bias still trains)
-    "freeze": [],
-    # DP-SGD with Opacus (mlmia.defences.dp_sgd, chosen by mlmia.training_job): {epsilon, delta, max_grad_norm,
-    # accountant, unit}; None: off
-    "dp": None,
-}
 #: what `freeze` may name, and the parameters of a BertForMaskedLM each holds ("weights": every
 #: matrix, embeddings included, so that only the biases and LayerNorms train: BitFit, Ben Zaken,
 #: Goldberg and Ravfogel, ACL 2022; under DP, Bu, Wang, Zha and Karypis, "Differentially private
@@ -118,17 +87,16 @@ def training_autocast(dev, precision: str):
 
 
 def model_settings(config: dict | None) -> dict:
-    """The model config with defaults filled in; unknown keys are an error. The `dp` setting is
-    left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
+    """The model config with defaults filled in: the training settings of a `models:` entry,
+    each defaulting to the config schema's (`mlmia.study.schema.defaults`); unknown keys are an
+    error. The `dp` setting is left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
     config = dict(config or {})
+    out = defaults("models", "*")
     extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}
-    unknown = [k for k in config if k not in MODEL_DEFAULTS and k not in extra]
+    unknown = [k for k in config if k not in out and k not in extra]
     if unknown:
-        raise UserError(
-            f"model config: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(MODEL_DEFAULTS))})"
-        )
-    out = dict(MODEL_DEFAULTS)
-    out.update({k: v for k, v in config.items() if k in MODEL_DEFAULTS})
+        raise UserError(f"model config: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(out))})")
+    out.update({k: v for k, v in config.items() if k in out})
     if out["hidden_size"] % out["num_heads"]:
         raise UserError(
             f"model config: hidden_size {out['hidden_size']} is not a multiple of num_heads {out['num_heads']}"
@@ -264,8 +232,9 @@ def train_mlm(
     """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`, without DP
     (a model with a `dp` setting is trained by `mlmia.training_job.train_model`).
 
-    `config`: keys of MODEL_DEFAULTS (sizes, epochs, batch_size, lr, ...). With `init_dir` the
-    weights start from that saved model (its size settings win) and `epochs` more are trained.
+    `config`: a model entry's training settings (`model_settings`: sizes, epochs, batch_size,
+    lr, ...). With `init_dir` the weights start from that saved model (its size settings win)
+    and `epochs` more are trained.
     `max_steps` caps the number of optimiser steps (tests). `save_epochs`: also save a
     checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the end of each of these epochs
     (1..epochs; the learning-rate schedule is the whole run's; an epoch cut short by

@@ -5,7 +5,7 @@ A finding compares a *first* value with a *second* (another cell, or a constant 
 through their difference, against a margin. Each study keeps the logic of its own checks (which
 cells, which interval, what its claim means) and returns `Finding` records: the paper's claims
 and the zoo's and DP's checks (`mlmia.report.findings.check_findings`), the shadow study's
-(`mlmia.shadow.report.findings`), d-exposure's (`mlmia.memorization.dexposure.findings`).
+(`mlmia.shadow.report.findings`), d-exposure's (`mlmia.memorization.dexposure_report.findings`).
 `findings_frame` writes the records as one CSV (`FINDING_COLUMNS`), `render_findings` as one
 Markdown layout: a heading, a paragraph on the method, a line of counts, then per kind and
 claim one table (first, second, the difference with its interval, holds, verdict).

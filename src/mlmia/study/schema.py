@@ -1,19 +1,44 @@
 """Validating a config (or a tables spec) against its JSON schema, defaults filled in.
 
-The schemas (`config/schema/`) hold every default once: validation writes a missing key's
-`default` into the instance, as Snakemake's ``validate(config, schema, set_default=True)``
-does, and a violation becomes one line naming the key (`config key a.b.c: ...`).
+The schemas (`SCHEMAS`, package data of the library; the workflow's `config/schema` links to
+them) hold every default once: validation writes a missing key's `default` into the instance,
+as Snakemake's ``validate(config, schema, set_default=True)`` does, and a violation becomes one
+line naming the key (`config key a.b.c: ...`). The library reads the same defaults for
+settings it is handed in part (`defaults`).
+
+An object whose schema lists `x-fill-defaults` gets only those keys' defaults at validation;
+the library fills the others where it reads the settings. A model entry is one: its settings
+stay as the config gives them (a rule's params, what a reference copies from its shape), and a
+precision it leaves out follows `training.precision`.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+from functools import cache
+from pathlib import Path
 
 import jsonschema
 import yaml
 
 from mlmia.core.errors import UserError
+
+#: the config's and the tables spec's schemas (`config.schema.yaml`, `tables.schema.yaml`)
+SCHEMAS = Path(__file__).with_name("schemas")
+#: the schemas are this module's code for a step's digest (mlmia.core.provenance): the trainers
+#: read their defaults from here
+READS_FILES = "schemas/*.schema.yaml"
+
+
+def schema_path(name: str) -> Path:
+    """The schema `name` (config, tables) of the library."""
+    return SCHEMAS / f"{name}.schema.yaml"
+
+
+def _filled_at_validation(schema: dict, name: str) -> bool:
+    """Whether validation writes property `name`'s default into an instance of `schema`."""
+    return name in schema.get("x-fill-defaults", (name,))
 
 
 def _filling_defaults(validator_class):
@@ -23,7 +48,12 @@ def _filling_defaults(validator_class):
     def properties(validator, properties, instance, schema):
         if isinstance(instance, dict):
             for name, subschema in properties.items():
-                if isinstance(subschema, dict) and "default" in subschema and name not in instance:
+                if (
+                    isinstance(subschema, dict)
+                    and "default" in subschema
+                    and name not in instance
+                    and _filled_at_validation(schema, name)
+                ):
                     instance[name] = copy.deepcopy(subschema["default"])
         yield from check_properties(validator, properties, instance, schema)
 
@@ -74,6 +104,43 @@ def load_yaml(path: str | os.PathLike, key: str | None = None) -> dict:
         raise UserError(f"{named}{path}: not UTF-8 text (byte {exc.start})") from None
 
 
+def defaults(*keys: str) -> dict:
+    """The config schema's defaults of the section at `keys`, in the schema's order
+    (``defaults("dexposure", "model")``; ``"*"`` for an entry of a mapping: ``defaults("models",
+    "*")``, ``defaults("models", "*", "dp")``): what validation writes into an empty section,
+    with the defaults it leaves to the library (`x-fill-defaults`). A fresh copy."""
+    return copy.deepcopy(_section_defaults(keys))
+
+
+@cache
+def _config_schema() -> dict:
+    return load_schema(schema_path("config"))
+
+
+@cache
+def _section_defaults(keys: tuple[str, ...]) -> dict:
+    schema = _config_schema()
+    for depth, key in enumerate(keys):
+        # "*": any entry of a mapping of named entries (`models`)
+        schema = schema.get("additionalProperties") if key == "*" else schema.get("properties", {}).get(key)
+        if not isinstance(schema, dict):
+            raise KeyError(f"the config schema has no section {'.'.join(keys[: depth + 1])}")
+    return _defaults_of(schema)
+
+
+def _defaults_of(schema: dict) -> dict:
+    """Every default of an object schema's properties (those validation leaves to the library
+    too), in the schema's order; a default mapping completed with its own properties' defaults."""
+    out = {}
+    for name, subschema in schema.get("properties", {}).items():
+        if isinstance(subschema, dict) and "default" in subschema:
+            value = copy.deepcopy(subschema["default"])
+            if isinstance(value, dict):
+                value.update({k: v for k, v in _defaults_of(subschema).items() if k not in value})
+            out[name] = value
+    return out
+
+
 def load_schema(path: str | os.PathLike) -> dict:
     try:
         with open(path) as handle:
@@ -82,12 +149,12 @@ def load_schema(path: str | os.PathLike) -> dict:
         raise UserError(f"{path}: cannot read the schema: {exc.strerror}") from None
 
 
-def validate(instance: dict, schema_path: str | os.PathLike, what: str = "config key") -> dict:
+def validate(instance: dict, schema_file: str | os.PathLike, what: str = "config key") -> dict:
     """Fill `instance`'s defaults from the schema (in place) and check it; the first, most
     relevant violation is raised as a UserError of one line ("config key a.b.c: ...")."""
     if not isinstance(instance, dict):
         raise UserError(f"{what} (top level): must be a mapping, got {type(instance).__name__}")
-    schema = load_schema(schema_path)
+    schema = load_schema(schema_file)
     validator_class = _filling_defaults(jsonschema.validators.validator_for(schema))
     error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(instance))
     if error is not None:

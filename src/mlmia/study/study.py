@@ -30,7 +30,7 @@ from mlmia.study.audit import audit_spec
 from mlmia.study.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.study.optional import without_optional
 from mlmia.study.pools import ReferencePools
-from mlmia.study.schema import load_yaml, validate
+from mlmia.study.schema import load_yaml, schema_path, validate
 
 #: what a table row or column may pin down of a cell
 CELL_KEYS = ("metric", "attack", "threshold", "fpr", "split", "features", "role", "versus")
@@ -120,10 +120,9 @@ class Study:
         build the study. The spec and paper-values files are found relative to the working
         directory, else to `workflow_dir` (so a run from another directory finds them)."""
         workflow_dir = Path(workflow_dir)
-        schema_dir = workflow_dir / "config" / "schema"
         for path in config_files:
             load_yaml(path)
-        validate(config, schema_dir / "config.schema.yaml")
+        validate(config, schema_path("config"))
         dexposure = config.get("dexposure") or {}
         if "corpus" not in config and dexposure.get("i2b2_xml") and dexposure.get("tokenizer") == "world":
             raise UserError(
@@ -149,7 +148,7 @@ class Study:
         else:
             spec = load_yaml(config["tables_spec"], "tables_spec")
             name = config["tables_spec"]
-        validate(spec, schema_dir / "tables.schema.yaml", what=f"{name}: key")
+        validate(spec, schema_path("tables"), what=f"{name}: key")
         return cls(config, spec, name)
 
     # ------------------------------------------------------------------ the spec

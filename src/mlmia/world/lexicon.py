@@ -28,6 +28,8 @@ from pathlib import Path
 
 from mlmia.core.errors import UserError
 
+#: the word lists this module reads: they count as its code in the steps' digests (mlmia.core.provenance)
+READS_FILES = "data/*.txt"
 FIELD_SEPARATOR = " | "
 
 
