@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
 import numpy as np
@@ -12,7 +11,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.data.raw import I2B2_NAME, xml_files
+from mlmia.data.raw import i2b2_records
 
 log = get_logger(__name__)
 
@@ -52,19 +51,7 @@ def i2b2_labelled_sentences(paths_or_dir, mapping: Mapping[tuple[str, str | None
     file and the tag id (never the text).
     """
     rows = []
-    for path in xml_files(paths_or_dir):
-        m = I2B2_NAME.fullmatch(path.name)
-        if not m:
-            raise UserError(f"{path}: expected a name PATIENT-RECORD.xml like 110-02.xml")
-        patient, note_id = m.group(1), f"{m.group(1)}-{m.group(2)}"
-        try:
-            root = ET.parse(path).getroot()
-        except (ET.ParseError, OSError) as exc:
-            raise UserError(f"{path}: not valid XML: {exc}") from exc
-        element = root.find("TEXT")
-        if element is None or element.text is None:
-            raise UserError(f"{path}: no TEXT element (expected <deIdi2b2><TEXT>...</TEXT></deIdi2b2>)")
-        text = element.text
+    for path, patient, note_id, root, text in i2b2_records(paths_or_dir):
         spans = []
         for tag in root.find("TAGS") if root.find("TAGS") is not None else []:
             cls = _i2b2_class(tag.tag, tag.get("TYPE"), mapping)

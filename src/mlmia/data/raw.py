@@ -273,14 +273,12 @@ def xml_files(paths_or_dir) -> list[Path]:
     return files
 
 
-def i2b2_xml(paths_or_dir) -> pd.DataFrame:
-    """i2b2 2014 de-identification XML files as sentences: patient_id, note_id, sentence, text.
-
-    `paths_or_dir`: a directory (its ``*.xml``), one file, or a list of files and directories.
-    A file named ``110-02.xml`` is record 02 of patient 110: patient_id ``110``, note_id
-    ``110-02``. Its note is the ``TEXT`` element (CDATA) of the ``deIdi2b2`` root.
-    """
-    rows: list[tuple[str, str, int, str]] = []
+def i2b2_records(paths_or_dir):
+    """The records of i2b2 2014 de-identification XML files, in file order: (path, patient_id,
+    note_id, root element, note text) per file. A file named ``110-02.xml`` is record 02 of
+    patient 110: patient_id ``110``, note_id ``110-02``; its note is the ``TEXT`` element (CDATA)
+    of the ``deIdi2b2`` root. A badly named file, a record read twice, invalid XML or a missing
+    TEXT element is one line naming the file."""
     seen: dict[str, Path] = {}
     for path in xml_files(paths_or_dir):
         m = I2B2_NAME.fullmatch(path.name)
@@ -297,10 +295,20 @@ def i2b2_xml(paths_or_dir) -> pd.DataFrame:
         element = root.find("TEXT")
         if element is None or element.text is None:
             raise UserError(f"{path}: no TEXT element (expected <deIdi2b2><TEXT>...</TEXT></deIdi2b2>)")
-        rows.extend(_sentence_rows(m.group(1), note_id, element.text))
+        yield path, m.group(1), note_id, root, element.text
+
+
+def i2b2_xml(paths_or_dir) -> pd.DataFrame:
+    """i2b2 2014 de-identification XML files (`i2b2_records`: a directory of ``*.xml``, one
+    file, or a list of files and directories) as sentences: patient_id, note_id, sentence, text."""
+    rows: list[tuple[str, str, int, str]] = []
+    records = 0
+    for _, patient, note_id, _, text in i2b2_records(paths_or_dir):
+        rows.extend(_sentence_rows(patient, note_id, text))
+        records += 1
     out = pd.DataFrame(rows, columns=PROCESSED_COLUMNS)
     out["sentence"] = out["sentence"].astype("int64")
-    log.info("i2b2: %d records, %d sentences, %d patients", len(seen), len(out), out["patient_id"].nunique())
+    log.info("i2b2: %d records, %d sentences, %d patients", records, len(out), out["patient_id"].nunique())
     return out
 
 
