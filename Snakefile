@@ -88,4 +88,4 @@ include: "rules/dp.smk"
 rule all:
     default_target: True
     input:
-        STUDY.targets(),
+        STUDY.plan("all").targets,

@@ -8,8 +8,10 @@ from mlmia.attacks.base import attack_modules
 from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
-from mlmia.study.study import CORPORA, is_hub_id
+from mlmia.study.layout import CORPORA, ONE_RUN_CANARIES, TOKENIZER, WORLD, model_dir
+from mlmia.study.study import is_hub_id
 from mlmia.scoring.layout import ENERGY_KINDS
+from snakemake.io import report as report_flag
 
 MODELS = config.get("models", {})
 DATASETS = config.get("datasets", {})  # sample sets read from the user's files
@@ -30,6 +32,25 @@ def library_code(script):
 def result(path):
     """A file of this run: results/<run>/<path>."""
     return STUDY.path(path)
+
+
+def plan_outputs(plan, step):
+    """A step's outputs of a study's plan (mlmia.study.plans), those the HTML report shows
+    flagged for it with their caption (report/<caption>.rst), category and labels."""
+    return {
+        name: (
+            report_flag(
+                path,
+                caption=f"../report/{plan.report[path].caption}.rst",
+                category=plan.report[path].category,
+                subcategory=plan.report[path].subcategory,
+                labels=plan.report[path].labels,
+            )
+            if path in plan.report
+            else path
+        )
+        for name, path in plan.outputs[step].items()
+    }
 
 
 def name_pattern(names):
@@ -150,13 +171,13 @@ def dataset_inputs(wildcards):
 def dp_audit_inputs(wildcards):
     """What a DP target's audit reads (rules/dp.smk): its model; its token canaries when it
     trained on them; its attack table, metrics and samples when the tables spec's group dp
-    attacks it (DP_PLAN)."""
+    attacks it (the dp plan's audits)."""
     target = wildcards.target
     inputs = {"model": model_input_of(target)}
     if target in STUDY.one_run_targets():
-        inputs["canaries"] = result("canaries/one_run.parquet")
-    if target in DP_PLAN:
-        item = DP_PLAN[target]
+        inputs["canaries"] = result(ONE_RUN_CANARIES)
+    if target in DP.settings["audits"]:
+        item = DP.settings["audits"][target]
         inputs |= {
             "attack": result(f"attack/{item['experiment']}.parquet"),
             "metrics": result(f"metrics/{item['experiment']}.parquet"),
