@@ -149,7 +149,7 @@ rule canary_report:
 
 rule one_run_canaries:
     input:
-        text=result("corpus/dp_private_text.parquet"),
+        text=result(DP_PRIVATE_TEXT),
         tokenizer=result(TOKENIZER),
     output:
         canaries=result(ONE_RUN_CANARIES),

@@ -8,7 +8,17 @@ from mlmia.attacks.base import attack_modules
 from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
-from mlmia.study.layout import CORPORA, ONE_RUN_CANARIES, TOKENIZER, WORLD, model_dir
+from mlmia.study.layout import (
+    CORPORA,
+    DP_PRIVATE_TEXT,
+    ONE_RUN_CANARIES,
+    REFERENCE_SPLITS,
+    TOKENIZER,
+    WIKIPEDIA_REGISTER,
+    WORLD,
+    model_dir,
+    samples,
+)
 from mlmia.study.study import is_hub_id
 from mlmia.scoring.layout import ENERGY_KINDS
 from snakemake.io import report as report_flag
@@ -70,7 +80,7 @@ MODEL_PATTERN = name_pattern(
 
 
 def samples_path(dataset):
-    return result(f"samples/{dataset}.parquet")
+    return result(samples(dataset))
 
 
 def scores_path(dataset, model, energy):
@@ -83,9 +93,7 @@ def attack_inputs(wildcards):
     (which sample each neighbour belongs to)."""
     experiment = STUDY.experiments[wildcards.experiment]
     needed = STUDY.score_inputs(experiment.name)
-    splits = (
-        {"splits": result("references/splits.parquet")} if experiment.references else {}
-    )
+    splits = {"splits": result(REFERENCE_SPLITS)} if experiment.references else {}
     neighbours = (
         {"neighbour_samples": samples_path(experiment.neighbour_set)}
         if any(key.startswith("neighbours__") for key in needed)

@@ -20,7 +20,7 @@ rule dp_private_text:
         target=CORPUS_TABLES["target"],
         world=result(WORLD),
     output:
-        result("corpus/dp_private_text.parquet"),
+        result(DP_PRIVATE_TEXT),
     log:
         result("logs/dp_private_text.log"),
     conda:

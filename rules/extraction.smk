@@ -13,7 +13,7 @@ rule extraction_values:
     input:
         [EXTRACTION["phi"]] if EXTRACTION.get("phi") else [],
     output:
-        temp(result("extraction/phi.parquet")),
+        temp(EXTRACT.files["values"]),
     log:
         result("logs/extraction/values.log"),
     conda:
@@ -29,7 +29,7 @@ rule extraction_values:
 rule extraction_infill:
     input:
         samples=samples_path(EXTRACTION["dataset"]),
-        values=result("extraction/phi.parquet"),
+        values=EXTRACT.files["values"],
         model=model_input,
     output:
         result("extraction/infill/{model}.parquet"),

@@ -8,7 +8,7 @@ SHADOW = STUDY.plan("shadow")
 # table and rule of its own, so the world's tables (and every study on them) stay as they are
 rule wikipedia_register:
     output:
-        result("corpus/register_wikipedia.parquet"),
+        result(WIKIPEDIA_REGISTER),
     log:
         result("logs/shadow/wikipedia_register.log"),
     conda:
@@ -25,9 +25,9 @@ rule shadow_corpus:
         world=result(WORLD),
         domain=CORPUS_TABLES["domain"],
         general=CORPUS_TABLES["general"],
-        wikipedia=result("corpus/register_wikipedia.parquet"),
+        wikipedia=result(WIKIPEDIA_REGISTER),
     output:
-        result("shadow/corpus.parquet"),
+        SHADOW.files["corpus"],
     log:
         result("logs/shadow/corpus.log"),
     conda:
@@ -40,10 +40,10 @@ rule shadow_corpus:
 
 rule shadow_split:
     input:
-        result("shadow/corpus.parquet"),
+        SHADOW.files["corpus"],
     output:
-        split=result("shadow/split.parquet"),
-        pairs=result("shadow/pairs.parquet"),
+        split=SHADOW.files["split"],
+        pairs=SHADOW.files["pairs"],
         texts=SHADOW.files["texts"],
     log:
         result("logs/shadow/split.log"),
@@ -59,8 +59,8 @@ rule shadow_split:
 
 rule shadow_features:
     input:
-        split=result("shadow/split.parquet"),
-        pairs=result("shadow/pairs.parquet"),
+        split=SHADOW.files["split"],
+        pairs=SHADOW.files["pairs"],
         model=result(model_dir("shadow_{who}")),
     output:
         result("shadow/features_{who}.parquet"),
@@ -82,8 +82,8 @@ rule shadow_features:
 
 rule shadow_tables:
     input:
-        split=result("shadow/split.parquet"),
-        pairs=result("shadow/pairs.parquet"),
+        split=SHADOW.files["split"],
+        pairs=SHADOW.files["pairs"],
         features=SHADOW.files["features"],
         texts=SHADOW.files["texts"],
     output:

@@ -7,7 +7,7 @@ SHADOW_MT = STUDY.plan("shadow_mt")
 
 rule shadow_mt_corpus:
     output:
-        result("shadow_mt/corpus.parquet"),
+        SHADOW_MT.files["corpus"],
     log:
         result("logs/shadow_mt/corpus.log"),
     conda:
@@ -22,10 +22,10 @@ rule shadow_mt_corpus:
 
 rule shadow_mt_split:
     input:
-        result("shadow_mt/corpus.parquet"),
+        SHADOW_MT.files["corpus"],
     output:
-        split=result("shadow_mt/split.parquet"),
-        pairs=result("shadow_mt/pairs.parquet"),
+        split=SHADOW_MT.files["split"],
+        pairs=SHADOW_MT.files["pairs"],
         texts=SHADOW_MT.files["texts"],
     log:
         result("logs/shadow_mt/split.log"),
@@ -67,8 +67,8 @@ rule shadow_mt_train:
 
 rule shadow_mt_features:
     input:
-        split=result("shadow_mt/split.parquet"),
-        pairs=result("shadow_mt/pairs.parquet"),
+        split=SHADOW_MT.files["split"],
+        pairs=SHADOW_MT.files["pairs"],
         model=result(model_dir("shadow_mt_{who}")),
     output:
         result("shadow_mt/features_{who}.parquet"),
@@ -90,8 +90,8 @@ rule shadow_mt_features:
 
 rule shadow_mt_tables:
     input:
-        split=result("shadow_mt/split.parquet"),
-        pairs=result("shadow_mt/pairs.parquet"),
+        split=SHADOW_MT.files["split"],
+        pairs=SHADOW_MT.files["pairs"],
         features=SHADOW_MT.files["features"],
         training=SHADOW_MT.files["texts"],
     output:

@@ -8,7 +8,7 @@ rule reference_splits:
         pool=lambda wildcards: STUDY.reference_pool_table(),
         samples=lambda wildcards: samples_path(config["references"]["dataset"]),
     output:
-        splits=result("references/splits.parquet"),
+        splits=result(REFERENCE_SPLITS),
         texts=[
             result(f"references/{name}.text.parquet")
             for name in STUDY.reference_pool()

@@ -15,6 +15,12 @@ TOKENIZER = "models/tokenizer"
 CANARY_TOKENIZER = "models/tokenizer_canaries"
 #: the embedded world: its patients, notes and registers (mlmia.world)
 WORLD = "corpus/world.parquet"
+#: the DP targets' private text before the one-run canaries join it (mlmia.world.dp_corpus)
+DP_PRIVATE_TEXT = "corpus/dp_private_text.parquet"
+#: real Wikipedia prose, the shadow protocol's out-of-domain register
+WIKIPEDIA_REGISTER = "corpus/register_wikipedia.parquet"
+#: the reference pool's training splits (LiRA, RMIA; mlmia.study.pools)
+REFERENCE_SPLITS = "references/splits.parquet"
 #: the one-run audit's token canaries (rules/canaries.smk, read by the DP audit)
 ONE_RUN_CANARIES = "canaries/one_run.parquet"
 #: the embedded world's training corpora (`corpus:` of a model); its two scored sample sets:

@@ -102,6 +102,9 @@ def shadow_plan(study, translation: bool = False) -> Plan:
         targets=list(tables.values()),
         outputs={"tables": tables},
         files={
+            "corpus": study.path(name, "corpus.parquet"),
+            "split": study.path(name, "split.parquet"),
+            "pairs": study.path(name, "pairs.parquet"),
             "texts": [study.path(name, f"{who}.{texts}.parquet") for who in names],
             "features": [study.path(name, f"features_{who}.parquet") for who in names],
         },
@@ -199,7 +202,8 @@ def extraction_plan(study) -> Plan:
         target="extraction",
         targets=list(report.values()),
         outputs={"report": report},
-        files={"infilled": [path(f"infill/{model}.parquet") for model in models]},
+        # the values themselves: temporary, so that no file the study leaves holds one
+        files={"values": path("phi.parquet"), "infilled": [path(f"infill/{model}.parquet") for model in models]},
         settings={"models": models},
         report=_shown(report, shown, "extraction", "PHI extraction"),
     )
