@@ -73,7 +73,7 @@ rule group_findings:
 
 # Named targets, one per study the config runs (mlmia.study.plans): `snakemake zoo` builds the
 # zoo's tables, figures and findings, `snakemake shadow` the shadow protocol's, and so on.
-for study_plan in list(STUDY.plans().values())[1:]:
+for study_plan in [p for p in STUDY_PLANS.values() if p.target != "all"]:
 
     rule:
         name:
