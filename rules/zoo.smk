@@ -45,10 +45,7 @@ rule make_neighbours:
     threads: config["scoring"]["threads"]
     params:
         model=lambda wildcards: STUDY.model_dir(config["neighbours"]["model"]),
-        settings=lambda wildcards: {
-            key: config["neighbours"][key]
-            for key in ("count", "candidates", "dropout", "seed")
-        },
+        settings=lambda wildcards: STUDY.neighbour_settings(),
         code=library_code("make_neighbours.py"),
     script:
         "../workflow/scripts/make_neighbours.py"

@@ -48,6 +48,8 @@ from mlmia.study.validation import Validation, check_config
 
 #: model keys that are not training settings (where the model comes from)
 NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text")
+#: the config keys of neighbours that draw the neighbour texts
+NEIGHBOUR_KEYS = ("count", "candidates", "dropout", "seed")
 log = get_logger(__name__)
 
 
@@ -286,6 +288,11 @@ class Study(Validation, ExperimentNeeds, Plans):
         the neighbour texts of those whose experiments ask for them."""
         own = list(WORLD_SETS if "corpus" in self.config else ()) + list(self.config.get("datasets", {}))
         return own + self.neighbour_sets()
+
+    def neighbour_settings(self) -> dict:
+        """How the neighbour texts are drawn (mlmia.scoring.neighbours; config key neighbours
+        without its model, which the rule reads as an input)."""
+        return {key: self.config["neighbours"][key] for key in NEIGHBOUR_KEYS}
 
     def neighbour_sets(self) -> list[str]:
         return sorted({e.neighbour_set for e in self.experiments.values() if e.neighbours})
