@@ -62,14 +62,17 @@ if "corpus" in config:
         include: "rules/shadow_mt.smk"
 
 
-# PHI extraction reads the embedded world's patients, or the spans a user names.
-if "corpus" in config or config["extraction"].get("phi"):
+# The studies beyond the world's (mlmia.study.plans): PHI extraction reads the embedded world's
+# patients, or the spans a user names; d-exposure tags the embedded world's notes, or the i2b2
+# 2014 XML a config names.
+STUDY_PLANS = STUDY.plans()
+
+if "extraction" in STUDY_PLANS:
 
     include: "rules/extraction.smk"
 
 
-# d-exposure tags the embedded world's notes, or the i2b2 2014 XML a config names.
-if "corpus" in config or config["dexposure"]["i2b2_xml"]:
+if "dexposure" in STUDY_PLANS:
 
     include: "rules/dexposure.smk"
 
@@ -88,4 +91,4 @@ include: "rules/dp.smk"
 rule all:
     default_target: True
     input:
-        STUDY.targets(),
+        STUDY.plan("all").targets,

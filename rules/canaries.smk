@@ -3,36 +3,25 @@
 # target's training text; their exposure per checkpoint, and the canaries' sentences as a
 # membership test (mlmia.memorization.canaries; settings: config key canaries).
 from mlmia.memorization.canary_membership import membership_settings
-from mlmia.study.study import ONE_RUN_CORPUS
+from mlmia.study.layout import ONE_RUN_CORPUS
 
 CANARIES = config["canaries"]
-CANARY_EPOCHS = sorted(set(CANARIES["epochs"]))
+# the plan (mlmia.study.plans.canaries_plan): outputs, the secrets' settings, the checkpoints
+CANARY = STUDY.plan("canaries")
+CANARY_EPOCHS = CANARY.settings["epochs"]
 
 
 rule canary_secrets:
     input:
-        tokenizer=result("models/tokenizer"),
+        tokenizer=result(TOKENIZER),
     output:
-        canaries=result("canaries/canaries.parquet"),
-        candidates=result("canaries/candidates.parquet"),
+        **plan_outputs(CANARY, "secrets"),
     log:
         result("logs/canaries/secrets.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings={
-            key: CANARIES[key]
-            for key in (
-                "template",
-                "digits",
-                "repetitions",
-                "per_repetition",
-                "never_inserted",
-                "population",
-                "candidates",
-                "seed",
-            )
-        },
+        settings=CANARY.settings["secrets"],
         code=library_code("canaries_secrets.py"),
     script:
         "../workflow/scripts/canaries_secrets.py"
@@ -41,10 +30,10 @@ rule canary_secrets:
 rule canary_target:
     input:
         text=CORPUS_TABLES["target"],
-        canaries=result("canaries/canaries.parquet"),
-        tokenizer=result("models/tokenizer"),
+        canaries=CANARY.outputs["secrets"]["canaries"],
+        tokenizer=result(TOKENIZER),
     output:
-        directory(result("canaries/target")),
+        directory(CANARY.files["target"]),
     log:
         result("logs/canaries/target.log"),
     benchmark:
@@ -66,11 +55,10 @@ rule canary_target:
 
 rule canary_exposure:
     input:
-        canaries=result("canaries/canaries.parquet"),
-        candidates=result("canaries/candidates.parquet"),
-        target=result("canaries/target"),
+        **CANARY.outputs["secrets"],
+        target=CANARY.files["target"],
     output:
-        result("canaries/exposure.parquet"),
+        **plan_outputs(CANARY, "exposure"),
     log:
         result("logs/canaries/exposure.log"),
     benchmark:
@@ -93,11 +81,11 @@ rule canary_exposure:
 
 rule canary_membership_scores:
     input:
-        canaries=result("canaries/canaries.parquet"),
-        target=result("canaries/target"),
+        canaries=CANARY.outputs["secrets"]["canaries"],
+        target=CANARY.files["target"],
         reference=lambda wildcards: model_input_of(CANARIES["reference"]),
     output:
-        result("canaries/membership_scores.parquet"),
+        CANARY.files["membership_scores"],
     log:
         result("logs/canaries/membership_scores.log"),
     benchmark:
@@ -120,13 +108,11 @@ rule canary_membership_scores:
 
 rule canary_membership:
     input:
-        canaries=result("canaries/canaries.parquet"),
-        scores=result("canaries/membership_scores.parquet"),
-        exposure=result("canaries/exposure.parquet"),
+        **CANARY.outputs["exposure"],
+        canaries=CANARY.outputs["secrets"]["canaries"],
+        scores=CANARY.files["membership_scores"],
     output:
-        attack=result("canaries/membership_attack.parquet"),
-        csv=result("canaries/membership.csv"),
-        markdown=result("canaries/membership.md"),
+        **plan_outputs(CANARY, "membership"),
     log:
         result("logs/canaries/membership.log"),
     conda:
@@ -145,12 +131,9 @@ rule canary_membership:
 
 rule canary_report:
     input:
-        result("canaries/exposure.parquet"),
+        CANARY.outputs["exposure"]["exposure"],
     output:
-        csv=result("canaries/exposure_table.csv"),
-        markdown=result("canaries/exposure_table.md"),
-        png=result("canaries/exposure.png"),
-        pdf=result("canaries/exposure.pdf"),
+        **plan_outputs(CANARY, "report"),
     log:
         result("logs/canaries/report.log"),
     conda:
@@ -164,20 +147,12 @@ rule canary_report:
         "../workflow/scripts/canaries_report.py"
 
 
-rule canaries:
-    input:
-        rules.canary_secrets.output,
-        rules.canary_exposure.output,
-        rules.canary_membership.output,
-        rules.canary_report.output,
-
-
 rule one_run_canaries:
     input:
-        text=result("corpus/dp_private_text.parquet"),
-        tokenizer=result("models/tokenizer"),
+        text=result(DP_PRIVATE_TEXT),
+        tokenizer=result(TOKENIZER),
     output:
-        canaries=result("canaries/one_run.parquet"),
+        canaries=result(ONE_RUN_CANARIES),
         text=STUDY.corpus_table(ONE_RUN_CORPUS),
         tokenizer=directory(STUDY.canary_tokenizer()),
     log:

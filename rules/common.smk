@@ -8,8 +8,20 @@ from mlmia.attacks.base import attack_modules
 from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
-from mlmia.study.study import CORPORA, is_hub_id
+from mlmia.study.layout import (
+    CORPORA,
+    DP_PRIVATE_TEXT,
+    ONE_RUN_CANARIES,
+    REFERENCE_SPLITS,
+    TOKENIZER,
+    WIKIPEDIA_REGISTER,
+    WORLD,
+    model_dir,
+    samples,
+)
+from mlmia.study.study import is_hub_id
 from mlmia.scoring.layout import ENERGY_KINDS
+from snakemake.io import report as report_flag
 
 MODELS = config.get("models", {})
 DATASETS = config.get("datasets", {})  # sample sets read from the user's files
@@ -32,6 +44,25 @@ def result(path):
     return STUDY.path(path)
 
 
+def plan_outputs(plan, step):
+    """A step's outputs of a study's plan (mlmia.study.plans), those the HTML report shows
+    flagged for it with their caption (report/<caption>.rst), category and labels."""
+    return {
+        name: (
+            report_flag(
+                path,
+                caption=f"../report/{plan.report[path].caption}.rst",
+                category=plan.report[path].category,
+                subcategory=plan.report[path].subcategory,
+                labels=plan.report[path].labels,
+            )
+            if path in plan.report
+            else path
+        )
+        for name, path in plan.outputs[step].items()
+    }
+
+
 def name_pattern(names):
     """A wildcard constraint matching exactly these names ("(?!)" matches nothing)."""
     return "|".join(map(re.escape, names)) or "(?!)"
@@ -49,7 +80,7 @@ MODEL_PATTERN = name_pattern(
 
 
 def samples_path(dataset):
-    return result(f"samples/{dataset}.parquet")
+    return result(samples(dataset))
 
 
 def scores_path(dataset, model, energy):
@@ -62,9 +93,7 @@ def attack_inputs(wildcards):
     (which sample each neighbour belongs to)."""
     experiment = STUDY.experiments[wildcards.experiment]
     needed = STUDY.score_inputs(experiment.name)
-    splits = (
-        {"splits": result("references/splits.parquet")} if experiment.references else {}
-    )
+    splits = {"splits": result(REFERENCE_SPLITS)} if experiment.references else {}
     neighbours = (
         {"neighbour_samples": samples_path(experiment.neighbour_set)}
         if any(key.startswith("neighbours__") for key in needed)
@@ -150,13 +179,13 @@ def dataset_inputs(wildcards):
 def dp_audit_inputs(wildcards):
     """What a DP target's audit reads (rules/dp.smk): its model; its token canaries when it
     trained on them; its attack table, metrics and samples when the tables spec's group dp
-    attacks it (DP_PLAN)."""
+    attacks it (the dp plan's audits)."""
     target = wildcards.target
     inputs = {"model": model_input_of(target)}
     if target in STUDY.one_run_targets():
-        inputs["canaries"] = result("canaries/one_run.parquet")
-    if target in DP_PLAN:
-        item = DP_PLAN[target]
+        inputs["canaries"] = result(ONE_RUN_CANARIES)
+    if target in DP.settings["audits"]:
+        item = DP.settings["audits"][target]
         inputs |= {
             "attack": result(f"attack/{item['experiment']}.parquet"),
             "metrics": result(f"metrics/{item['experiment']}.parquet"),

@@ -1,7 +1,7 @@
 rule build_corpora:
     output:
         **{name: path for name, path in CORPUS_TABLES.items()},
-        samples=result("corpus/world.parquet"),
+        samples=result(WORLD),
     log:
         result("logs/build_corpora.log"),
     benchmark:
@@ -18,9 +18,9 @@ rule build_corpora:
 rule dp_private_text:
     input:
         target=CORPUS_TABLES["target"],
-        world=result("corpus/world.parquet"),
+        world=result(WORLD),
     output:
-        result("corpus/dp_private_text.parquet"),
+        result(DP_PRIVATE_TEXT),
     log:
         result("logs/dp_private_text.log"),
     conda:
@@ -35,8 +35,8 @@ rule dp_private_text:
 
 rule select_samples:
     input:
-        world=result("corpus/world.parquet"),
-        tokenizer=result("models/tokenizer"),
+        world=result(WORLD),
+        tokenizer=result(TOKENIZER),
     output:
         plain=samples_path("clinical"),
         named=samples_path("clinical_named"),
@@ -55,7 +55,7 @@ rule train_tokenizer:
     input:
         list(CORPUS_TABLES.values()),
     output:
-        directory(result("models/tokenizer")),
+        directory(result(TOKENIZER)),
     log:
         result("logs/train_tokenizer.log"),
     conda:

@@ -50,7 +50,7 @@ rule prepare_dataset:
     input:
         unpack(dataset_inputs),
     output:
-        result("samples/{dataset}.parquet"),
+        samples_path("{dataset}"),
     log:
         result("logs/prepare_dataset/{dataset}.log"),
     benchmark:

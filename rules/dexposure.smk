@@ -4,58 +4,17 @@
 # epochs; the overfitting experiment per seed; Tables 1-3, Figures 1-2, the overfitting
 # experiment's trend test and the findings (mlmia.world.phi, mlmia.memorization.dexposure and
 # .overfitting; settings: config key dexposure).
-from mlmia.memorization.dexposure import main_design, main_runs
-from mlmia.memorization.overfitting import overfit_design, overfit_runs
-
 DEXPOSURE = config["dexposure"]
-DEXPOSURE_PHI_KEYS = [
-    "seed",
-    "patients",
-    "sentences_per_patient",
-    "i2b2_share",
-    "phi_share",
-    "hospitals",
-    "ambiguous",
-    "occurrences",
-    "valid_share",
-    "phrase",
-    "classes",
-    "entities",
-]
-# the two experiments' designs (mlmia.memorization.dexposure, .overfitting): how each tagger is
-# trained, and which (seed, repetitions) taggers each runs
-DEXPOSURE_TRAINING = {
-    "main": main_design(DEXPOSURE),
-    "overfit": overfit_design(DEXPOSURE),
-}
-DEXPOSURE_RUNS = [
-    result(f"dexposure/runs/main/seed{seed}_rep{reps}.parquet")
-    for seed, reps in main_runs(DEXPOSURE)
-] + [
-    result(f"dexposure/runs/overfit/seed{seed}_rep{reps}.parquet")
-    for seed, reps in overfit_runs(DEXPOSURE)
-]
-# the world's tokenizer, or one trained on the tagger's notes (`tokenizer: notes`)
-DEXPOSURE_TOKENIZER = result(
-    "models/tokenizer" if DEXPOSURE["tokenizer"] == "world" else "dexposure/tokenizer"
-)
-DEXPOSURE_OUTPUTS = {
-    f"{name}_{kind}": result(f"dexposure/{name}.{kind}")
-    for name in ("table1", "table2", "table3", "overfit", "findings")
-    for kind in ("md", "csv")
-} | {
-    f"figure{n}_{kind}": result(f"dexposure/figure{n}.{kind}")
-    for n in (1, 2)
-    for kind in ("png", "pdf")
-}
+# the plan (mlmia.study.plans.dexposure_plan): how each tagger is trained and which (seed,
+# repetitions) taggers each experiment runs, the tokenizer, Tables 1-3, Figures 1-2, findings
+DEXP = STUDY.plan("dexposure")
 
 
 rule dexposure_notes:
     input:
         xml=DEXPOSURE["i2b2_xml"],
     output:
-        notes=result("dexposure/notes.parquet"),
-        chosen=result("dexposure/chosen.parquet"),
+        **DEXP.outputs["notes"],
     log:
         result("logs/dexposure/notes.log"),
     benchmark:
@@ -63,7 +22,7 @@ rule dexposure_notes:
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings={key: DEXPOSURE[key] for key in DEXPOSURE_PHI_KEYS},
+        settings=DEXP.settings["phi"],
         code=library_code("dexposure_notes.py"),
     script:
         "../workflow/scripts/dexposure_notes.py"
@@ -71,9 +30,9 @@ rule dexposure_notes:
 
 rule dexposure_tokenizer:
     input:
-        notes=result("dexposure/notes.parquet"),
+        notes=DEXP.outputs["notes"]["notes"],
     output:
-        directory(result("dexposure/tokenizer")),
+        directory(DEXP.files["notes_tokenizer"]),
     log:
         result("logs/dexposure/tokenizer.log"),
     conda:
@@ -88,9 +47,8 @@ rule dexposure_tokenizer:
 
 rule dexposure_train:
     input:
-        notes=result("dexposure/notes.parquet"),
-        chosen=result("dexposure/chosen.parquet"),
-        tokenizer=DEXPOSURE_TOKENIZER,
+        **DEXP.outputs["notes"],
+        tokenizer=DEXP.files["tokenizer"],
     output:
         runs=result("dexposure/runs/{setting}/seed{seed}_rep{repetitions}.parquet"),
         record=directory(
@@ -110,7 +68,7 @@ rule dexposure_train:
     resources:
         mem_mb=config["training"]["mem_mb"],
     params:
-        settings=lambda wildcards: DEXPOSURE_TRAINING[wildcards.setting],
+        settings=lambda wildcards: DEXP.settings["training"][wildcards.setting],
         phrase=lambda wildcards: DEXPOSURE["phrase"],
         device=DEXPOSURE["device"],
         code=library_code("dexposure_train.py"),
@@ -120,14 +78,10 @@ rule dexposure_train:
 
 rule dexposure_report:
     input:
-        notes=result("dexposure/notes.parquet"),
-        chosen=result("dexposure/chosen.parquet"),
-        runs=DEXPOSURE_RUNS,
+        **DEXP.outputs["notes"],
+        runs=DEXP.files["runs"],
     output:
-        **DEXPOSURE_OUTPUTS,
-        figure2_csv=result("dexposure/figure2.csv"),
-        overfit_seeds_csv=result("dexposure/overfit_seeds.csv"),
-        report=result("dexposure/report.md"),
+        **plan_outputs(DEXP, "report"),
     log:
         result("logs/dexposure/report.log"),
     conda:
@@ -141,8 +95,3 @@ rule dexposure_report:
         code=library_code("dexposure_report.py"),
     script:
         "../workflow/scripts/dexposure_report.py"
-
-
-rule dexposure:
-    input:
-        rules.dexposure_report.output,

@@ -3,12 +3,9 @@
 # of the tables spec's group dp, every attack with the target's utility), one check job per
 # target that fails the run in one line when its audit finds the DP claim broken, and the
 # tables, findings and privacy-utility figure over all targets.
-from mlmia.defences.workflow import audit_plan
-
-DP_PLAN = audit_plan(STUDY) if config.get("dp_audit") else {}
-DP_OUTPUTS = STUDY.dp_outputs()
-DP_TARGETS = STUDY.dp_targets()
-DP_SETTINGS = config.get("dp_audit", {})
+# The plan (mlmia.study.plans.dp_plan): what each target's audit attacks (mlmia.defences.workflow).
+DP = STUDY.plan("dp")
+DP_TARGETS = DP.settings["targets"]
 
 
 rule dp_audit:
@@ -26,8 +23,8 @@ rule dp_audit:
         "../envs/mlmia.yaml"
     threads: config["scoring"]["threads"]
     params:
-        plan=lambda wildcards: DP_PLAN.get(wildcards.target),
-        settings=DP_SETTINGS,
+        plan=lambda wildcards: DP.settings["audits"].get(wildcards.target),
+        settings=DP.settings["audit"],
         bootstrap={
             "bootstrap": config["metrics"]["bootstrap"],
             "seed": config["metrics"]["seed"],
@@ -58,22 +55,15 @@ rule dp_check:
 
 rule dp_bounds:
     input:
-        [STUDY.dp_audit_outputs(target)["record"] for target in DP_TARGETS],
+        DP.files["records"],
     output:
-        bounds_csv=DP_OUTPUTS["bounds_csv"],
-        bounds_md=DP_OUTPUTS["bounds_md"],
-        by_attack=DP_OUTPUTS["by_attack"],
-        one_run_csv=DP_OUTPUTS["one_run_csv"],
-        one_run_md=DP_OUTPUTS["one_run_md"],
-        checks_csv=DP_OUTPUTS["checks_csv"],
-        findings_csv=DP_OUTPUTS["findings_csv"],
-        findings_md=DP_OUTPUTS["findings_md"],
+        **plan_outputs(DP, "bounds"),
     log:
         result("logs/dp/bounds.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings=DP_SETTINGS,
+        settings=DP.settings["audit"],
         code=library_code("dp_bounds.py"),
     script:
         "../workflow/scripts/dp_bounds.py"
@@ -81,16 +71,15 @@ rule dp_bounds:
 
 rule dp_figure:
     input:
-        DP_OUTPUTS["bounds_csv"],
+        DP.outputs["bounds"]["bounds_csv"],
     output:
-        png=DP_OUTPUTS["figure_png"],
-        pdf=DP_OUTPUTS["figure_pdf"],
+        **plan_outputs(DP, "figure"),
     log:
         result("logs/dp/figure.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        fpr=DP_SETTINGS.get("fpr", 0.01),
+        fpr=DP.settings["audit"].get("fpr", 0.01),
         style=config["figure_style"],
         code=library_code("dp_figure.py"),
     script:

@@ -3,7 +3,8 @@
 # it and read back by the target and a reference (mlmia.memorization.extraction; settings:
 # config key extraction). Counts and rates only.
 EXTRACTION = config["extraction"]
-EXTRACTION_MODELS = [EXTRACTION["target"], EXTRACTION["reference"]]
+# the plan (mlmia.study.plans.extraction_plan): the models read back, rates, table, figure, findings
+EXTRACT = STUDY.plan("extraction")
 
 
 # the values themselves (the world's, or the user's file): temporary, so that no file the
@@ -12,7 +13,7 @@ rule extraction_values:
     input:
         [EXTRACTION["phi"]] if EXTRACTION.get("phi") else [],
     output:
-        temp(result("extraction/phi.parquet")),
+        temp(EXTRACT.files["values"]),
     log:
         result("logs/extraction/values.log"),
     conda:
@@ -28,7 +29,7 @@ rule extraction_values:
 rule extraction_infill:
     input:
         samples=samples_path(EXTRACTION["dataset"]),
-        values=result("extraction/phi.parquet"),
+        values=EXTRACT.files["values"],
         model=model_input,
     output:
         result("extraction/infill/{model}.parquet"),
@@ -57,28 +58,17 @@ rule extraction_infill:
 rule extraction_report:
     input:
         samples=samples_path(EXTRACTION["dataset"]),
-        infilled=[result(f"extraction/infill/{m}.parquet") for m in EXTRACTION_MODELS],
+        infilled=EXTRACT.files["infilled"],
     output:
-        rates=result("extraction/rates.csv"),
-        differences=result("extraction/differences.csv"),
-        by_count=result("extraction/by_count.csv"),
-        findings_csv=result("extraction/findings.csv"),
-        findings=result("extraction/findings.md"),
-        table=result("tables/table_extraction.md"),
-        figure=result("figures/fig_extraction.png"),
+        **plan_outputs(EXTRACT, "report"),
     log:
         result("logs/extraction/report.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        models=EXTRACTION_MODELS,
+        models=EXTRACT.settings["models"],
         settings=EXTRACTION,
         style=config["figure_style"],
         code=library_code("extraction_report.py"),
     script:
         "../workflow/scripts/extraction_report.py"
-
-
-rule extraction:
-    input:
-        rules.extraction_report.output,

@@ -2,7 +2,7 @@ rule import_manifest:
     input:
         imported_files,
     output:
-        result("samples/{dataset}.parquet"),
+        samples_path("{dataset}"),
     log:
         result("logs/import_manifest/{dataset}.log"),
     wildcard_constraints:
@@ -19,7 +19,7 @@ rule import_manifest:
 
 rule import_model_scores:
     input:
-        samples=result("samples/{dataset}.parquet"),
+        samples=samples_path("{dataset}"),
         files=imported_model_files,
     output:
         result("scores/{dataset}/{model}.{energy}.parquet"),

@@ -51,7 +51,12 @@ rule group_findings:
         unpack(lambda wildcards: STUDY.findings_inputs(wildcards.group)),
     output:
         table=result("findings_{group}.csv"),
-        markdown=result("findings_{group}.md"),
+        markdown=report(
+            result("findings_{group}.md"),
+            category="Findings",
+            subcategory="{group}",
+            caption="../report/findings.rst",
+        ),
     log:
         result("logs/findings_{group}.log"),
     wildcard_constraints:
@@ -66,11 +71,12 @@ rule group_findings:
         "../workflow/scripts/findings.py"
 
 
-# Named target groups: `snakemake zoo` builds the zoo's tables, figures and findings.
-for group_name in STUDY.groups()[1:]:
+# Named targets, one per study the config runs (mlmia.study.plans): `snakemake zoo` builds the
+# zoo's tables, figures and findings, `snakemake shadow` the shadow protocol's, and so on.
+for study_plan in [p for p in STUDY_PLANS.values() if p.target != "all"]:
 
     rule:
         name:
-            group_name
+            study_plan.target
         input:
-            STUDY.targets(group_name),
+            study_plan.targets,

@@ -1,6 +1,6 @@
 rule score_shard:
     input:
-        samples=result("samples/{dataset}.parquet"),
+        samples=samples_path("{dataset}"),
         model=model_input,
     output:
         temp(result("scores/{dataset}/shards/{model}.{energy}.{shard}.parquet")),

@@ -1,12 +1,14 @@
 # The shadow-model protocol of Hisamoto et al. (TACL 2020) on the world's registers:
-# `snakemake shadow`. Alice's MLM and Bob's shadows train through train_model.
+# `snakemake shadow`. Alice's MLM and Bob's shadows train through train_model. The plan
+# (mlmia.study.plans.shadow_plan): Bob's and Alice's names, their files, Tables 2-6, Figure 7.
+SHADOW = STUDY.plan("shadow")
 
 
 # a register outside the clinical world (real Wikipedia prose) for the out-of-domain probes: a
 # table and rule of its own, so the world's tables (and every study on them) stay as they are
 rule wikipedia_register:
     output:
-        result("corpus/register_wikipedia.parquet"),
+        result(WIKIPEDIA_REGISTER),
     log:
         result("logs/shadow/wikipedia_register.log"),
     conda:
@@ -20,12 +22,12 @@ rule wikipedia_register:
 
 rule shadow_corpus:
     input:
-        world=result("corpus/world.parquet"),
+        world=result(WORLD),
         domain=CORPUS_TABLES["domain"],
         general=CORPUS_TABLES["general"],
-        wikipedia=result("corpus/register_wikipedia.parquet"),
+        wikipedia=result(WIKIPEDIA_REGISTER),
     output:
-        result("shadow/corpus.parquet"),
+        SHADOW.files["corpus"],
     log:
         result("logs/shadow/corpus.log"),
     conda:
@@ -38,21 +40,18 @@ rule shadow_corpus:
 
 rule shadow_split:
     input:
-        result("shadow/corpus.parquet"),
+        SHADOW.files["corpus"],
     output:
-        split=result("shadow/split.parquet"),
-        pairs=result("shadow/pairs.parquet"),
-        texts=[
-            result(f"shadow/{m.removeprefix('shadow_')}.text.parquet")
-            for m in STUDY.shadow_models()
-        ],
+        split=SHADOW.files["split"],
+        pairs=SHADOW.files["pairs"],
+        texts=SHADOW.files["texts"],
     log:
         result("logs/shadow/split.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings=config.get("shadow", {}),
-        names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
+        settings=SHADOW.settings["protocol"],
+        names=SHADOW.settings["names"],
         code=library_code("shadow_split.py"),
     script:
         "../workflow/scripts/shadow_split.py"
@@ -60,9 +59,9 @@ rule shadow_split:
 
 rule shadow_features:
     input:
-        split=result("shadow/split.parquet"),
-        pairs=result("shadow/pairs.parquet"),
-        model=result("models/shadow_{who}"),
+        split=SHADOW.files["split"],
+        pairs=SHADOW.files["pairs"],
+        model=result(model_dir("shadow_{who}")),
     output:
         result("shadow/features_{who}.parquet"),
     log:
@@ -75,7 +74,7 @@ rule shadow_features:
         "../envs/mlmia.yaml"
     threads: config["scoring"]["threads"]
     params:
-        seed=config.get("shadow", {}).get("seed", 0),
+        seed=SHADOW.settings["protocol"].get("seed", 0),
         code=library_code("shadow_features.py"),
     script:
         "../workflow/scripts/shadow_features.py"
@@ -83,18 +82,12 @@ rule shadow_features:
 
 rule shadow_tables:
     input:
-        split=result("shadow/split.parquet"),
-        pairs=result("shadow/pairs.parquet"),
-        features=[
-            result(f"shadow/features_{m.removeprefix('shadow_')}.parquet")
-            for m in STUDY.shadow_models()
-        ],
-        texts=[
-            result(f"shadow/{m.removeprefix('shadow_')}.text.parquet")
-            for m in STUDY.shadow_models()
-        ],
+        split=SHADOW.files["split"],
+        pairs=SHADOW.files["pairs"],
+        features=SHADOW.files["features"],
+        texts=SHADOW.files["texts"],
     output:
-        **STUDY.shadow_outputs(),
+        **plan_outputs(SHADOW, "tables"),
     log:
         result("logs/shadow/tables.log"),
     benchmark:
@@ -102,9 +95,9 @@ rule shadow_tables:
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings=config.get("shadow", {}),
+        settings=SHADOW.settings["protocol"],
         style=config["figure_style"],
-        names=[m.removeprefix("shadow_") for m in STUDY.shadow_models()],
+        names=SHADOW.settings["names"],
         code=library_code("shadow_tables.py"),
     script:
         "../workflow/scripts/shadow_tables.py"

@@ -1,11 +1,13 @@
 # The shadow-model protocol of Hisamoto et al. (TACL 2020) on a translation target:
 # `snakemake shadow_mt`. Alice's and Bob's encoder-decoders translate the world's parallel
-# corpus (MIMIC-style sources, i2b2-style targets); the protocol and tables are the MLM port's.
+# corpus (MIMIC-style sources, i2b2-style targets); the protocol and tables are the MLM port's,
+# and so is the plan (mlmia.study.plans.shadow_plan).
+SHADOW_MT = STUDY.plan("shadow_mt")
 
 
 rule shadow_mt_corpus:
     output:
-        result("shadow_mt/corpus.parquet"),
+        SHADOW_MT.files["corpus"],
     log:
         result("logs/shadow_mt/corpus.log"),
     conda:
@@ -20,21 +22,18 @@ rule shadow_mt_corpus:
 
 rule shadow_mt_split:
     input:
-        result("shadow_mt/corpus.parquet"),
+        SHADOW_MT.files["corpus"],
     output:
-        split=result("shadow_mt/split.parquet"),
-        pairs=result("shadow_mt/pairs.parquet"),
-        texts=[
-            result(f"shadow_mt/{m.removeprefix('shadow_mt_')}.pairs.parquet")
-            for m in STUDY.shadow_mt_models()
-        ],
+        split=SHADOW_MT.files["split"],
+        pairs=SHADOW_MT.files["pairs"],
+        texts=SHADOW_MT.files["texts"],
     log:
         result("logs/shadow_mt/split.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings=config["shadow_mt"],
-        names=[m.removeprefix("shadow_mt_") for m in STUDY.shadow_mt_models()],
+        settings=SHADOW_MT.settings["protocol"],
+        names=SHADOW_MT.settings["names"],
         code=library_code("shadow_mt_split.py"),
     script:
         "../workflow/scripts/shadow_mt_split.py"
@@ -43,9 +42,9 @@ rule shadow_mt_split:
 rule shadow_mt_train:
     input:
         pairs=result("shadow_mt/{who}.pairs.parquet"),
-        tokenizer=result("models/tokenizer"),
+        tokenizer=result(TOKENIZER),
     output:
-        directory(result("models/shadow_mt_{who}")),
+        directory(result(model_dir("shadow_mt_{who}"))),
     log:
         result("logs/train/shadow_mt_{who}.log"),
     benchmark:
@@ -68,9 +67,9 @@ rule shadow_mt_train:
 
 rule shadow_mt_features:
     input:
-        split=result("shadow_mt/split.parquet"),
-        pairs=result("shadow_mt/pairs.parquet"),
-        model=result("models/shadow_mt_{who}"),
+        split=SHADOW_MT.files["split"],
+        pairs=SHADOW_MT.files["pairs"],
+        model=result(model_dir("shadow_mt_{who}")),
     output:
         result("shadow_mt/features_{who}.parquet"),
     log:
@@ -91,18 +90,12 @@ rule shadow_mt_features:
 
 rule shadow_mt_tables:
     input:
-        split=result("shadow_mt/split.parquet"),
-        pairs=result("shadow_mt/pairs.parquet"),
-        features=[
-            result(f"shadow_mt/features_{m.removeprefix('shadow_mt_')}.parquet")
-            for m in STUDY.shadow_mt_models()
-        ],
-        training=[
-            result(f"shadow_mt/{m.removeprefix('shadow_mt_')}.pairs.parquet")
-            for m in STUDY.shadow_mt_models()
-        ],
+        split=SHADOW_MT.files["split"],
+        pairs=SHADOW_MT.files["pairs"],
+        features=SHADOW_MT.files["features"],
+        training=SHADOW_MT.files["texts"],
     output:
-        **STUDY.shadow_mt_outputs(),
+        **plan_outputs(SHADOW_MT, "tables"),
     log:
         result("logs/shadow_mt/tables.log"),
     benchmark:
@@ -110,9 +103,9 @@ rule shadow_mt_tables:
     conda:
         "../envs/mlmia.yaml"
     params:
-        settings=config["shadow_mt"],
+        settings=SHADOW_MT.settings["protocol"],
         style=config["figure_style"],
-        names=[m.removeprefix("shadow_mt_") for m in STUDY.shadow_mt_models()],
+        names=SHADOW_MT.settings["names"],
         code=library_code("shadow_mt_tables.py"),
     script:
         "../workflow/scripts/shadow_mt_tables.py"

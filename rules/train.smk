@@ -6,7 +6,7 @@ rule train_model:
     input:
         unpack(train_inputs),
     output:
-        directory(result("models/{model}")),
+        directory(result(model_dir("{model}"))),
     log:
         result("logs/train/{model}.log"),
     benchmark:

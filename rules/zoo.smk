@@ -8,7 +8,7 @@ rule reference_splits:
         pool=lambda wildcards: STUDY.reference_pool_table(),
         samples=lambda wildcards: samples_path(config["references"]["dataset"]),
     output:
-        splits=result("references/splits.parquet"),
+        splits=result(REFERENCE_SPLITS),
         texts=[
             result(f"references/{name}.text.parquet")
             for name in STUDY.reference_pool()
@@ -45,10 +45,7 @@ rule make_neighbours:
     threads: config["scoring"]["threads"]
     params:
         model=lambda wildcards: STUDY.model_dir(config["neighbours"]["model"]),
-        settings=lambda wildcards: {
-            key: config["neighbours"][key]
-            for key in ("count", "candidates", "dropout", "seed")
-        },
+        settings=lambda wildcards: STUDY.neighbour_settings(),
         code=library_code("make_neighbours.py"),
     script:
         "../workflow/scripts/make_neighbours.py"

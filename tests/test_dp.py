@@ -743,9 +743,8 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
     monkeypatch.chdir(REPO)
     ci = Study.from_config(load("ci.yaml"), REPO)
     assert "dp" in ci.groups() and "table_dp" in ci.tables
-    assert set(ci.dp_outputs().values()) <= set(ci.targets("dp")) and not set(ci.dp_outputs().values()) & set(
-        ci.targets()
-    )
+    dp_outputs = set(ci.plan("dp").paths())
+    assert dp_outputs <= set(ci.targets("dp")) and not dp_outputs & set(ci.targets())
     plan = audit_plan(ci)
     assert list(plan) == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"]
     assert plan["dp_eps1"]["experiment"] == "dp_eps1_long_mimic" and "min_k" in plan["dp_eps1"]["attacks"]

@@ -21,7 +21,7 @@ from mlmia.metrics.intervals import percentile_interval
 from mlmia.metrics.protocols import PARAMETER_METRIC
 from mlmia.report.markdown import markdown_table
 from mlmia.study.experiment import Experiment
-from mlmia.study.study import COUNT_METRICS, Cell
+from mlmia.study.spec import COUNT_METRICS, Cell
 
 TIDY_COLUMNS = [
     "table", "column", "header", "row", "metric", "attack", "threshold", "fpr", "split", "features", "role", "level",

@@ -1,0 +1,196 @@
+"""Each study's plan (mlmia.study.plans), tested without Snakemake: what runs, which outputs,
+under which named target; and that the workflow flags every plan's report items for
+`snakemake --report`."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+from workflow_helpers import REPO
+
+from mlmia.study.layout import TOKENIZER
+from mlmia.study.plans import ALL, Plan
+from mlmia.study.study import Study
+
+STUDIES = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp")
+
+
+def load(name):
+    return yaml.safe_load((REPO / "config" / name).read_text())
+
+
+@pytest.fixture(params=["ci.yaml", "config.yaml"])
+def study(request, monkeypatch):
+    monkeypatch.chdir(REPO)
+    return Study.from_config(load(request.param), REPO)
+
+
+def test_every_study_of_the_embedded_world_has_its_plan_and_named_target(study):
+    plans = study.plans()
+    assert list(plans)[0] == ALL and {"zoo", *STUDIES} <= set(plans)
+    for name, plan in plans.items():
+        assert isinstance(plan, Plan) and plan.target == name and plan.targets, name
+        assert len(set(plan.targets)) == len(plan.targets), name
+    # `snakemake` builds the default group's tables only: no study's outputs
+    assert not set(plans[ALL].targets) & {p for name in STUDIES for p in plans[name].paths()}
+
+
+def test_every_output_lies_under_the_run_and_no_two_plans_write_one_path(study):
+    run = f"results/{study.run}/"
+    written: dict[str, str] = {}
+    for name, plan in study.plans().items():
+        if name == "dp":  # the dp group's plan holds the audit's outputs and the group's tables
+            assert set(plan.paths()) <= set(plan.targets)
+        for path in [*plan.targets, *plan.paths()]:
+            assert path.startswith(run), (name, path)
+        for path in plan.paths():
+            assert written.setdefault(path, name) == name, f"{path}: {written[path]} and {name}"
+        # what the report shows is what the plan writes, and each item names its caption
+        assert set(plan.report) <= set(plan.paths()), name
+        for path, shown in plan.report.items():
+            assert (REPO / "report" / f"{shown.caption}.rst").is_file() and shown.category, path
+
+
+def test_the_shadow_plans_write_figure_7_and_both_findings_files(study):
+    for name in ("shadow", "shadow_mt"):
+        plan = study.plan(name)
+        folder = f"results/{study.run}/{name}/"
+        assert {f"{folder}figure7.png", f"{folder}figure7.pdf", f"{folder}findings.md", f"{folder}findings.csv",
+                f"{folder}tables.md", f"{folder}tables.csv"} == set(plan.targets)  # fmt: skip
+        models = study.shadow_mt_models() if name == "shadow_mt" else study.shadow_models()
+        names = plan.settings["names"]
+        assert names[0] == "alice" and len(names) == len(models) == len(plan.files["features"])
+        assert plan.settings["protocol"] == study.config[name]
+        assert {plan.outputs["tables"][k] for k in ("figure_png", "tables_md", "findings_md")} == set(plan.report)
+    assert study.plan("shadow").files["texts"][0].endswith("shadow/alice.text.parquet")
+    assert study.plan("shadow_mt").files["texts"][0].endswith("shadow_mt/alice.pairs.parquet")
+
+
+def test_a_config_without_shadow_mt_or_dp_audit_has_neither_plan(monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = load("ci.yaml")
+    del config["shadow_mt"], config["dp_audit"]
+    plans = Study.from_config(config, REPO).plans()
+    assert "shadow_mt" not in plans and "dp" not in plans and "shadow" in plans
+    # the dp rules' plan is still there (rules/dp.smk reads it), with nothing to audit
+    dp = Study.from_config(config, REPO).plan("dp")
+    assert dp.settings["targets"] == [] and dp.settings["audits"] == {} and dp.files["records"] == []
+
+
+def test_the_canaries_plan_lists_what_snakemake_canaries_builds(study):
+    plan = study.plan("canaries")
+    config = study.config["canaries"]
+    assert set(plan.outputs) == {"secrets", "exposure", "membership", "report"}
+    assert set(plan.targets) == set(plan.paths()) and len(plan.targets) == 10
+    assert plan.settings["epochs"] == sorted(set(config["epochs"]))
+    assert plan.settings["secrets"]["template"] == config["template"] and "shape" not in plan.settings["secrets"]
+    assert plan.files["target"] not in plan.targets  # the canary target is built on the way
+    assert any(path.endswith("exposure.png") for path in plan.report)
+
+
+def test_the_dexposure_plan_runs_every_tagger_and_reads_its_tokenizer(study):
+    from mlmia.memorization.dexposure import main_runs
+    from mlmia.memorization.overfitting import overfit_runs
+
+    plan, config = study.plan("dexposure"), study.config["dexposure"]
+    assert len(plan.files["runs"]) == len(main_runs(config)) + len(overfit_runs(config))
+    assert len(set(plan.files["runs"])) == len(plan.files["runs"])
+    world = config["tokenizer"] == "world"
+    assert plan.files["tokenizer"] == (study.path(TOKENIZER) if world else plan.files["notes_tokenizer"])
+    assert {f"figure{n}.png" for n in (1, 2)} | {f"table{n}.md" for n in (1, 2, 3)} <= {
+        Path(p).name for p in plan.report
+    }
+    assert set(plan.settings["training"]) == {"main", "overfit"} and plan.settings["phi"]["phrase"] == config["phrase"]
+
+
+def test_the_extraction_plan_reads_back_the_target_and_the_reference(study):
+    plan, config = study.plan("extraction"), study.config["extraction"]
+    assert plan.settings["models"] == [config["target"], config["reference"]]
+    assert [Path(p).name for p in plan.files["infilled"]] == [f"{m}.parquet" for m in plan.settings["models"]]
+    assert {Path(p).name for p in plan.report} == {"table_extraction.md", "fig_extraction.png", "findings.md"}
+
+
+def test_the_dp_plan_audits_every_dp_target_and_is_built_by_snakemake_dp(study):
+    plan = study.plan("dp")
+    assert plan.settings["targets"] == study.dp_targets() and list(plan.settings["audits"]) == study.dp_targets()
+    passed = {study.dp_audit_outputs(t)["passed"] for t in study.dp_targets()}
+    assert passed and passed <= set(plan.targets)
+    assert study.path("dp", "bounds.md") in plan.report and study.path("dp", "privacy_utility.png") in plan.report
+    # the dp group's tables too
+    assert {p for t in study.tables if study.group(t) == "dp" for p in study.table_outputs(t)} <= set(plan.targets)
+
+
+def test_the_targets_of_a_group_are_its_plans(study):
+    for group in study.groups():
+        assert study.targets(group) == study.plan(ALL if group == "default" else group).targets
+
+
+def test_every_caption_is_a_template_jinja_reads():
+    env = jinja2.Environment()
+    for caption in (REPO / "report").glob("*.rst"):
+        env.parse(caption.read_text())
+
+
+# What the workflow flags for the report: the DAG of every named target on the CI config, without
+# running a job (Snakemake's API, in a child process: ~10 s); each caption rendered as the report
+# renders it (snakemake.report: the job's params, wildcards, config and rule), but refusing a
+# name the job does not have (Jinja's default renders it empty), and read as reStructuredText.
+FLAGGED = """
+import json, sys, tempfile
+from pathlib import Path
+from docutils.core import publish_parts
+from jinja2 import Environment, StrictUndefined
+from snakemake.api import SnakemakeApi
+from snakemake.iocontainers import Snakemake
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
+
+repo, targets = Path(sys.argv[1]), sys.argv[2:]
+env = Environment(trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=repo / "Snakefile",
+                            config_settings=ConfigSettings(configfiles=[repo / "config" / "ci.yaml"]),
+                            workdir=Path(tempfile.mkdtemp()))
+    workflow.dag(dag_settings=DAGSettings(targets=set(targets), forceall=True))
+    inner = workflow._workflow
+    inner._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+    inner._build_dag()
+    flagged = {}
+    for job in inner.dag.jobs:
+        for f in job.output:
+            if not f.flags.get("report"):
+                continue
+            caption = Path(str(f.flags["report"].caption)).resolve()
+            context = Snakemake(job.input, job.output, job.params, job.wildcards, job.threads, job.resources,
+                                job.log, job.rule.module_globals["config"], job.rule.name, None)
+            text = env.from_string(caption.read_text()).render(snakemake=context, categories={}, files={})
+            publish_parts(text, writer_name="html", settings_overrides={"halt_level": 2})
+            flagged[str(f)] = [str(caption), f.flags["report"].category]
+print(json.dumps(flagged))
+"""
+
+
+def test_the_report_holds_every_studys_tables_figures_and_findings(monkeypatch):
+    monkeypatch.chdir(REPO)
+    study = Study.from_config(load("ci.yaml"), REPO)
+    plans = study.plans()
+    result = subprocess.run([sys.executable, "-c", FLAGGED, str(REPO), *plans], capture_output=True, text=True,
+                            cwd=REPO)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    flagged = json.loads(result.stdout.strip().splitlines()[-1])
+    for name, plan in plans.items():
+        if name in STUDIES:
+            assert plan.report, name
+        for path, shown in plan.report.items():
+            assert flagged.get(path) == [str((REPO / "report" / f"{shown.caption}.rst").resolve()), shown.category], (
+                path
+            )
+    # every group's findings, every table's CSV and every figure's PNG
+    for group in study.groups():
+        if study.finding_checks(group):
+            assert study.findings_outputs(group)["markdown"] in flagged, group
+    assert {study.table_outputs(t)[0] for t in study.tables} <= set(flagged)
+    assert {study.figure_outputs(f)[0] for f in study.figures} <= set(flagged)
