@@ -222,9 +222,12 @@ def test_the_dp_private_text_adds_new_patients_and_never_a_world_sample(world):
         dp_private_text(world["target"], world["samples"], TINY, {})["text"].tolist()
         == world["target"]["text"].tolist()
     )
-    for bad in ({"patients": -1}, {"patients": True}, {"people": 3}):
-        with pytest.raises(UserError, match="dp_corpus"):
+    assert dp_corpus_settings(None) == {"patients": 0}  # by default the target's text alone
+    for bad in ({"patients": -1}, {"patients": True}):
+        with pytest.raises(UserError, match=r"^dp_corpus\.patients: must be a non-negative integer"):
             dp_corpus_settings(bad)
+    with pytest.raises(UserError, match=r"^dp_corpus: unknown key\(s\) people \(known: patients\)$"):
+        dp_corpus_settings({"people": 3})
 
 
 def test_a_template_writes_the_patients_phi_exactly_when_it_is_flagged_phi_bearing():
