@@ -194,7 +194,7 @@ def test_model_built_from_config_has_the_hand_counted_parameters():
     model = build_translation_model({}, _Vocabulary())
     assert sum(p.numel() for p in model.parameters()) == expected == 1_343_488
     assert model.config.forced_eos_token_id is None and model.config.decoder_start_token_id == 2
-    with pytest.raises(UserError, match="unknown key"):
+    with pytest.raises(UserError, match=r"^translation model config: unknown key\(s\) hidden \(known: d_model, "):
         seq2seq_settings({"hidden": 3})
     with pytest.raises(UserError, match="not a multiple"):
         seq2seq_settings({"d_model": 30, "attention_heads": 4})
