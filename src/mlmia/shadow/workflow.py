@@ -12,15 +12,12 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
 from mlmia.shadow.classify import MODEL_SCORE_FEATURES
 from mlmia.shadow.features import STAT_COLUMNS, shadow_oov_flags
-from mlmia.shadow.groups import BINS, TOP_PERCENTAGES
 from mlmia.shadow.report import bob_feature_table, probe_feature_table, shadow_tables
 from mlmia.shadow.split import ALICE_TRAIN_PARTS, carol_split, probe_table, shadow_splits, shadow_training_ids
+from mlmia.study.schema import defaults
 
 #: the columns a target's per-sentence feature table must hold for the protocol
 PROTOCOL_COLUMNS = ["sample_id", *MODEL_SCORE_FEATURES, *STAT_COLUMNS]
-#: the protocol's settings beyond the split's, with their defaults
-PROTOCOL_DEFAULTS = {"bootstrap": 1000, "group_size": 50, "groups": 100, "bins": BINS,
-                     "top_percentages": list(TOP_PERCENTAGES)}  # fmt: skip
 
 
 def split_and_texts(corpus: pd.DataFrame, settings: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
@@ -48,6 +45,14 @@ def queried_samples(split: pd.DataFrame, pairs: pd.DataFrame, model: str) -> pd.
     return split[split["sample_id"].astype(str).isin(ids)][["sample_id", "text"]]
 
 
+def protocol_settings(settings: Mapping) -> dict:
+    """A shadow protocol's settings (`seed`, `bootstrap`, `group_size`, `groups`, `bins`,
+    `top_percentages`, and the split's), a key left out the config schema's `shadow` default
+    (`mlmia.study.schema.defaults`). The translation target's section `shadow_mt` shares them
+    (YAML anchors) but for its smaller `group_size`; the workflow passes either section whole."""
+    return {**defaults("shadow"), **dict(settings)}
+
+
 def tables(
     split: pd.DataFrame,
     pairs: pd.DataFrame,
@@ -71,9 +76,9 @@ def tables(
       columns are ignored;
     - `training_texts`: per shadow "bob_<s>" its training sentences (a `text` column): the OOV
       flags of Table 5;
-    - `settings`: `seed` and the protocol's settings (`PROTOCOL_DEFAULTS` where absent).
+    - `settings`: `seed` and the protocol's settings (`protocol_settings`).
     """
-    settings = {**PROTOCOL_DEFAULTS, **dict(settings)}
+    settings = protocol_settings(settings)
     if "alice" not in features:
         raise UserError("shadow protocol: no features of Alice's model ('alice')")
     for name, frame in features.items():
