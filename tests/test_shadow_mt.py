@@ -42,6 +42,7 @@ from mlmia.world.parallel import (
     draw_fact,
     i2b2_target,
     mimic_source,
+    parallel_settings,
 )
 from mlmia.world.patients import make_patient
 
@@ -161,6 +162,24 @@ def test_the_world_is_unchanged():
     after = build_world(TINY_WORLD)
     for key in before:
         pd.testing.assert_frame_equal(before[key], after[key])
+
+
+def test_corpus_settings_left_out_are_the_schemas_defaults():
+    # the default world's parallel corpus (the schema's shadow_mt.corpus), by hand
+    settings = parallel_settings({"documents": {"news": 3}})
+    assert settings == {
+        "documents": {"discharge": 250, "progress": 250, "consult": 100, "case_reports": 60, "news": 3},
+        "sentences_per_document": 6,
+    }
+    assert (
+        parallel_settings(None)
+        == parallel_settings({})
+        == {**settings, "documents": {**settings["documents"], "news": 60}}
+    )
+    with pytest.raises(
+        UserError, match=r"^shadow_mt\.corpus: unknown key\(s\) docs \(known: documents, sentences_per_document\)$"
+    ):
+        parallel_settings({"docs": 3})
 
 
 def test_bad_corpus_settings_name_the_key():
