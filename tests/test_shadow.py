@@ -604,12 +604,18 @@ TINY = {
 def test_protocol_settings_left_out_are_the_schemas_defaults():
     # the protocol at the default world's size (the schema's shadow section), by hand: 1000
     # bootstrap replicates, 100 groups of 50 sentences per side, a 10-bin BLEU histogram, Figure 7
-    # at every tenth percentage
+    # at every tenth percentage, at most 4 probe sentences per document
     settings = protocol_settings({"seed": 3, "groups": 12})
     assert settings["seed"] == 3 and settings["groups"] == 12
     assert settings["bootstrap"] == 1000 and settings["group_size"] == 50 and settings["bins"] == 10
     assert settings["top_percentages"] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    assert settings["probe_sentences"] == 4 and settings["slice_share"] == 0.1
     assert protocol_settings({})["seed"] == 0
+    # the translation target's: the same protocol keys, groups of 10 sentences, its subcorpora
+    mt = protocol_settings({}, "shadow_mt")
+    assert mt["group_size"] == 10 and mt["shared"] == ["discharge", "progress"] and mt["in_house"] == "consult"
+    shared = ("probe_sentences", "slice_share", "groups", "bins", "top_percentages", "bootstrap")
+    assert {k: mt[k] for k in shared} == {k: protocol_settings({})[k] for k in shared}
 
 
 def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):

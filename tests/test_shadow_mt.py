@@ -287,7 +287,8 @@ def test_feature_table_columns_and_bleu(planted):
 
 
 SETTINGS = {"shared": ["discharge", "progress"], "in_house": "consult", "ood": ["case_reports", "news"], "probes": 3,
-            "bob_share": 0.9, "shadows": 2, "slice_share": 0.3, "group_size": 3, "groups": 10, "bootstrap": 20, "seed": 0}  # fmt: skip
+            "probe_sentences": 1, "bob_share": 0.9, "shadows": 2, "slice_share": 0.3, "group_size": 3, "groups": 10,
+            "bootstrap": 20, "seed": 0}  # fmt: skip
 
 
 def test_split_gives_each_model_its_pairs_with_targets(corpus):

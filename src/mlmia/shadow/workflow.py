@@ -20,14 +20,26 @@ from mlmia.study.schema import defaults
 PROTOCOL_COLUMNS = ["sample_id", *MODEL_SCORE_FEATURES, *STAT_COLUMNS]
 
 
-def split_and_texts(corpus: pd.DataFrame, settings: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
-    """(Carol's split, Bob's labelled pairs, training texts by model: "alice", "bob_<s>")."""
+def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
+    """A shadow protocol's settings, a key left out the config schema's default in `section`
+    (`mlmia.study.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
+    translation target (the same protocol keys through YAML anchors, but the latter's smaller
+    `group_size` and its subcorpora). The workflow passes the section whole."""
+    return {**defaults(section), **dict(settings)}
+
+
+def split_and_texts(
+    corpus: pd.DataFrame, settings: Mapping, section: str = "shadow"
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
+    """(Carol's split, Bob's labelled pairs, training texts by model: "alice", "bob_<s>");
+    `settings` as `protocol_settings` reads them."""
+    settings = protocol_settings(settings, section)
     split = carol_split(
         corpus, settings["shared"], settings["in_house"], settings["ood"], settings["probes"], settings["bob_share"],
-        settings["seed"], per_group=settings.get("probe_sentences", 1),
+        settings["seed"], per_group=settings["probe_sentences"],
     )  # fmt: skip
     bob = split[split["bob"].astype(bool)]
-    pairs = shadow_splits(bob, settings["shadows"], settings.get("slice_share", 0.1), settings["seed"])
+    pairs = shadow_splits(bob, settings["shadows"], settings["slice_share"], settings["seed"])
     columns = ["sample_id", "group_id", "text"]
     texts = {"alice": split[split["part"].isin(ALICE_TRAIN_PARTS)][columns].reset_index(drop=True)}
     for shadow in range(settings["shadows"]):
@@ -45,20 +57,13 @@ def queried_samples(split: pd.DataFrame, pairs: pd.DataFrame, model: str) -> pd.
     return split[split["sample_id"].astype(str).isin(ids)][["sample_id", "text"]]
 
 
-def protocol_settings(settings: Mapping) -> dict:
-    """A shadow protocol's settings (`seed`, `bootstrap`, `group_size`, `groups`, `bins`,
-    `top_percentages`, and the split's), a key left out the config schema's `shadow` default
-    (`mlmia.study.schema.defaults`). The translation target's section `shadow_mt` shares them
-    (YAML anchors) but for its smaller `group_size`; the workflow passes either section whole."""
-    return {**defaults("shadow"), **dict(settings)}
-
-
 def tables(
     split: pd.DataFrame,
     pairs: pd.DataFrame,
     features: Mapping[str, pd.DataFrame],
     settings: Mapping,
     training_texts: Mapping[str, pd.DataFrame],
+    section: str = "shadow",
 ) -> dict:
     """Hisamoto et al.'s protocol on one target: Tables 2-6, Figure 7's numbers, the adjustment
     shift and the findings (`mlmia.shadow.report.shadow_tables`). Any target (a masked language
@@ -76,9 +81,9 @@ def tables(
       columns are ignored;
     - `training_texts`: per shadow "bob_<s>" its training sentences (a `text` column): the OOV
       flags of Table 5;
-    - `settings`: `seed` and the protocol's settings (`protocol_settings`).
+    - `settings`: `seed` and the protocol's settings (`protocol_settings` of `section`).
     """
-    settings = protocol_settings(settings)
+    settings = protocol_settings(settings, section)
     if "alice" not in features:
         raise UserError("shadow protocol: no features of Alice's model ('alice')")
     for name, frame in features.items():
