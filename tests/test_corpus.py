@@ -113,11 +113,26 @@ def test_length_bucket():
     assert length_bucket(61) is None
 
 
+def test_settings_left_out_are_the_schemas_defaults():
+    # the defaults of the default world (config/config.yaml writes them out), by hand: a section
+    # given in part keeps its other keys' defaults
+    settings = corpus_settings({"seed": 3, "i2b2": {"nonmember_patients": 5}})
+    assert settings["seed"] == 3 and settings["sentences_per_patient"] == 4
+    assert settings["mimic"] == {
+        "member_patients": 220,
+        "heldin_patients": 60,
+        "nonmember_patients": 130,
+        "population_patients": 90,
+    }
+    assert settings["i2b2"] == {"nonmember_patients": 5, "population_patients": 70, "shift": 0.15}
+    assert settings["domain"]["note_share"] == 0.95 and settings["general"]["medical_share"] == 0.6
+    assert corpus_settings(None) == corpus_settings({}) == corpus_settings({"mimic": {}})
+
+
 def test_settings_are_validated():
-    assert corpus_settings({})["mimic"]["member_patients"] > 0
-    with pytest.raises(UserError, match="unknown"):
+    with pytest.raises(UserError, match=r"^corpus\.mimic: unknown key\(s\) members \(known: member_patients, "):
         corpus_settings({"mimic": {"members": 3}})
-    with pytest.raises(UserError, match="unknown"):
+    with pytest.raises(UserError, match=r"^corpus: unknown key\(s\) colour \(known: seed, sentences_per_patient, "):
         corpus_settings({"colour": 1})
     with pytest.raises(UserError, match="non-negative integer"):
         corpus_settings({"mimic": {"member_patients": -1}})
@@ -207,9 +222,12 @@ def test_the_dp_private_text_adds_new_patients_and_never_a_world_sample(world):
         dp_private_text(world["target"], world["samples"], TINY, {})["text"].tolist()
         == world["target"]["text"].tolist()
     )
-    for bad in ({"patients": -1}, {"patients": True}, {"people": 3}):
-        with pytest.raises(UserError, match="dp_corpus"):
+    assert dp_corpus_settings(None) == {"patients": 0}  # by default the target's text alone
+    for bad in ({"patients": -1}, {"patients": True}):
+        with pytest.raises(UserError, match=r"^dp_corpus\.patients: must be a non-negative integer"):
             dp_corpus_settings(bad)
+    with pytest.raises(UserError, match=r"^dp_corpus: unknown key\(s\) people \(known: patients\)$"):
+        dp_corpus_settings({"people": 3})
 
 
 def test_a_template_writes_the_patients_phi_exactly_when_it_is_flagged_phi_bearing():

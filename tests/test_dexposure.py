@@ -356,13 +356,25 @@ def test_every_dexposure_key_has_a_schema_default():
     schema = yaml.safe_load(schema_path("config").read_text())
     props = schema["properties"]["dexposure"]["properties"]
     assert schema["properties"]["dexposure"]["additionalProperties"] is False
-    for key, default in phi.PHI_DEFAULTS.items():
-        assert props[key]["default"] == default, key
+    assert set(phi.NOTE_SETTINGS) <= set(props)
     for section in ("model", "training", "overfit"):
         assert props[section]["additionalProperties"] is False
         assert all("default" in spec for spec in props[section]["properties"].values()), section
     for key, spec in props.items():
         assert "default" in spec, key
+
+
+def test_notes_settings_left_out_are_the_schemas_defaults():
+    # the generated notes of the default world, by hand: 400 patients of 8 sentences, 6 ambiguous
+    # entities 12 times in each class; the tagger's keys are not the generator's
+    settings = phi.phi_settings({"patients": 10, "repetitions": [0, 4]})
+    assert settings["patients"] == 10 and settings["sentences_per_patient"] == 8
+    assert settings["ambiguous"] == 6 and settings["occurrences"] == 12 and settings["valid_share"] == 0.2
+    assert settings["phrase"] == "The patient often talks about {slot} ."
+    assert list(settings) == list(phi.NOTE_SETTINGS)
+    assert phi.phi_settings(None)["patients"] == 400
+    with pytest.raises(UserError, match=r"^dexposure\.patients: must be a non-negative integer, got -1$"):
+        phi.phi_settings({"patients": -1})
 
 
 def test_a_tagger_of_partial_settings_takes_the_schema_defaults(tagger):

@@ -46,7 +46,7 @@ from mlmia.shadow.groups import (
 )
 from mlmia.shadow.report import plot_top_share, render_all
 from mlmia.shadow.split import ALICE_TRAIN_PARTS, carol_split, probe_table, shadow_splits, shadow_training_ids
-from mlmia.shadow.workflow import split_and_texts, tables
+from mlmia.shadow.workflow import protocol_settings, split_and_texts, tables
 
 WORDS = sorted(set(LoremProvider.word_list))
 
@@ -599,6 +599,23 @@ TINY = {
     "crop_prob": 0.0,
     "seed": 0,
 }
+
+
+def test_protocol_settings_left_out_are_the_schemas_defaults():
+    # the protocol at the default world's size (the schema's shadow section), by hand: 1000
+    # bootstrap replicates, 100 groups of 50 sentences per side, a 10-bin BLEU histogram, Figure 7
+    # at every tenth percentage, at most 4 probe sentences per document
+    settings = protocol_settings({"seed": 3, "groups": 12})
+    assert settings["seed"] == 3 and settings["groups"] == 12
+    assert settings["bootstrap"] == 1000 and settings["group_size"] == 50 and settings["bins"] == 10
+    assert settings["top_percentages"] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    assert settings["probe_sentences"] == 4 and settings["slice_share"] == 0.1
+    assert protocol_settings({})["seed"] == 0
+    # the translation target's: the same protocol keys, groups of 10 sentences, its subcorpora
+    mt = protocol_settings({}, "shadow_mt")
+    assert mt["group_size"] == 10 and mt["shared"] == ["discharge", "progress"] and mt["in_house"] == "consult"
+    shared = ("probe_sentences", "slice_share", "groups", "bins", "top_percentages", "bootstrap")
+    assert {k: mt[k] for k in shared} == {k: protocol_settings({})[k] for k in shared}
 
 
 def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):

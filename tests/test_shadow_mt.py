@@ -42,6 +42,7 @@ from mlmia.world.parallel import (
     draw_fact,
     i2b2_target,
     mimic_source,
+    parallel_settings,
 )
 from mlmia.world.patients import make_patient
 
@@ -163,6 +164,24 @@ def test_the_world_is_unchanged():
         pd.testing.assert_frame_equal(before[key], after[key])
 
 
+def test_corpus_settings_left_out_are_the_schemas_defaults():
+    # the default world's parallel corpus (the schema's shadow_mt.corpus), by hand
+    settings = parallel_settings({"documents": {"news": 3}})
+    assert settings == {
+        "documents": {"discharge": 250, "progress": 250, "consult": 100, "case_reports": 60, "news": 3},
+        "sentences_per_document": 6,
+    }
+    assert (
+        parallel_settings(None)
+        == parallel_settings({})
+        == {**settings, "documents": {**settings["documents"], "news": 60}}
+    )
+    with pytest.raises(
+        UserError, match=r"^shadow_mt\.corpus: unknown key\(s\) docs \(known: documents, sentences_per_document\)$"
+    ):
+        parallel_settings({"docs": 3})
+
+
 def test_bad_corpus_settings_name_the_key():
     with pytest.raises(UserError, match="documents: unknown subcorpus 'tweets'"):
         build_parallel_corpus({"documents": {"tweets": 3}}, 0)
@@ -194,7 +213,7 @@ def test_model_built_from_config_has_the_hand_counted_parameters():
     model = build_translation_model({}, _Vocabulary())
     assert sum(p.numel() for p in model.parameters()) == expected == 1_343_488
     assert model.config.forced_eos_token_id is None and model.config.decoder_start_token_id == 2
-    with pytest.raises(UserError, match="unknown key"):
+    with pytest.raises(UserError, match=r"^translation model config: unknown key\(s\) hidden \(known: d_model, "):
         seq2seq_settings({"hidden": 3})
     with pytest.raises(UserError, match="not a multiple"):
         seq2seq_settings({"d_model": 30, "attention_heads": 4})
@@ -268,7 +287,8 @@ def test_feature_table_columns_and_bleu(planted):
 
 
 SETTINGS = {"shared": ["discharge", "progress"], "in_house": "consult", "ood": ["case_reports", "news"], "probes": 3,
-            "bob_share": 0.9, "shadows": 2, "slice_share": 0.3, "group_size": 3, "groups": 10, "bootstrap": 20, "seed": 0}  # fmt: skip
+            "probe_sentences": 1, "bob_share": 0.9, "shadows": 2, "slice_share": 0.3, "group_size": 3, "groups": 10,
+            "bootstrap": 20, "seed": 0}  # fmt: skip
 
 
 def test_split_gives_each_model_its_pairs_with_targets(corpus):

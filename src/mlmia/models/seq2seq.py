@@ -1,7 +1,7 @@
 """A small encoder-decoder translation model, trained from scratch: the translation target of
 Hisamoto et al.'s shadow protocol (TACL 2020; `snakemake shadow_mt`, `mlmia.shadow.translation`).
 
-- `build_translation_model`: transformers' BartForConditionalGeneration from a config (`SEQ2SEQ_DEFAULTS`:
+- `build_translation_model`: transformers' BartForConditionalGeneration from a config (`seq2seq_settings`; by default
   2 encoder and 2 decoder layers, 128 wide, 2 heads, feed-forward 512; with the world's 3,000-token
   WordPiece vocabulary about 1.3 M parameters), the embeddings shared by encoder, decoder and output
   projection. Source and target share the tokenizer (the world's: `mlmia.models.tokenizer`). A source
@@ -34,37 +34,20 @@ from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.tokenizer import encode_text
 from mlmia.models.training import _batches, save_model
+from mlmia.study.schema import defaults
 
 log = get_logger(__name__)
 
-#: the translation model's settings with their defaults (`shadow_mt.model`)
-SEQ2SEQ_DEFAULTS: dict = {
-    "d_model": 128,
-    "encoder_layers": 2,
-    "decoder_layers": 2,
-    "attention_heads": 2,
-    "ffn_dim": 512,
-    # tokens of a source with [CLS] and [SEP], and of an output with [SEP]; longer ones are cut
-    "max_length": 128,
-    "dropout": 0.1,
-    "epochs": 30,
-    "batch_size": 32,
-    "lr": 1e-3,
-    "warmup_ratio": 0.06,
-    "weight_decay": 0.01,
-    "seed": 0,
-}
-
 
 def seq2seq_settings(config: dict | None) -> dict:
-    """The model config with defaults filled in; an unknown key or a width that the heads do not divide is an error."""
+    """The model config with the config schema's defaults of `shadow_mt.model` filled in
+    (`mlmia.study.schema.defaults`); an unknown key or a width that the heads do not divide is an error."""
     config = dict(config or {})
-    unknown = sorted(k for k in config if k not in SEQ2SEQ_DEFAULTS)
+    out = defaults("shadow_mt", "model")  # every key of the model has one
+    unknown = sorted(k for k in config if k not in out)
     if unknown:
-        raise UserError(
-            f"translation model config: unknown key(s) {', '.join(unknown)} (known: {', '.join(SEQ2SEQ_DEFAULTS)})"
-        )
-    out = {**SEQ2SEQ_DEFAULTS, **config}
+        raise UserError(f"translation model config: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
+    out.update(config)
     if int(out["d_model"]) % int(out["attention_heads"]):
         raise UserError(
             f"translation model config: d_model {out['d_model']} is not a multiple of attention_heads "
@@ -165,7 +148,7 @@ def train_translation_model(
     log_every: int = 20,
     name: str | None = None,
 ) -> dict:
-    """Train a translation model of `config` (`SEQ2SEQ_DEFAULTS`) on the (source, target) pairs and save
+    """Train a translation model of `config` (`seq2seq_settings`) on the (source, target) pairs and save
     it with the tokenizer into `out_dir`; returns the run's summary (`train_info.json`). `max_steps`
     caps the optimiser steps (tests)."""
     import torch

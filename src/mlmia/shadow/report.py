@@ -56,7 +56,7 @@ from mlmia.shadow.classify import (
 from mlmia.shadow.features import oov_flags
 from mlmia.shadow.findings import FINDINGS_TITLE, NEAR_CHANCE_MARGIN, findings, findings_method
 from mlmia.shadow.group_eval import group_study
-from mlmia.shadow.groups import BINS, TOP_PERCENTAGES, bleu_edges
+from mlmia.shadow.groups import bleu_edges
 from mlmia.shadow.split import probe_table
 
 TIDY_COLUMNS = ["table", "features", *ACCURACY_COLUMNS, "selected"]
@@ -255,15 +255,17 @@ def shadow_tables(
     probes: pd.DataFrame,
     seed: int,
     *,
-    n_bootstrap: int = N_BOOTSTRAP,
-    group_size: int = 50,
-    groups: int = 100,
-    bins: int = BINS,
-    percentages: Sequence[float] = TOP_PERCENTAGES,
+    n_bootstrap: int,
+    group_size: int,
+    groups: int,
+    bins: int,
+    percentages: Sequence[float],
     margin: float = NEAR_CHANCE_MARGIN,
 ) -> dict:
     """Tables 1-6 and Figure 7's numbers as tidy DataFrames keyed table1 ... table6, figure7, the
-    adjustment shift ("shift") and the findings (`Finding` records, "findings")."""
+    adjustment shift ("shift") and the findings (`Finding` records, "findings"). The protocol's
+    settings have no defaults here: `mlmia.shadow.workflow.tables` passes them, the config
+    schema's where a caller leaves one out."""
     table1 = model_fit(bob, probes)
     table2, classifiers = sample_table(bob, probes, FEATURES, seed, n_bootstrap, "table2")
     table3, _ = sample_table(bob, probes, MODEL_SCORE_FEATURES, seed, n_bootstrap, "table3")

@@ -12,25 +12,34 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
 from mlmia.shadow.classify import MODEL_SCORE_FEATURES
 from mlmia.shadow.features import STAT_COLUMNS, shadow_oov_flags
-from mlmia.shadow.groups import BINS, TOP_PERCENTAGES
 from mlmia.shadow.report import bob_feature_table, probe_feature_table, shadow_tables
 from mlmia.shadow.split import ALICE_TRAIN_PARTS, carol_split, probe_table, shadow_splits, shadow_training_ids
+from mlmia.study.schema import defaults
 
 #: the columns a target's per-sentence feature table must hold for the protocol
 PROTOCOL_COLUMNS = ["sample_id", *MODEL_SCORE_FEATURES, *STAT_COLUMNS]
-#: the protocol's settings beyond the split's, with their defaults
-PROTOCOL_DEFAULTS = {"bootstrap": 1000, "group_size": 50, "groups": 100, "bins": BINS,
-                     "top_percentages": list(TOP_PERCENTAGES)}  # fmt: skip
 
 
-def split_and_texts(corpus: pd.DataFrame, settings: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
-    """(Carol's split, Bob's labelled pairs, training texts by model: "alice", "bob_<s>")."""
+def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
+    """A shadow protocol's settings, a key left out the config schema's default in `section`
+    (`mlmia.study.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
+    translation target (the same protocol keys through YAML anchors, but the latter's smaller
+    `group_size` and its subcorpora). The workflow passes the section whole."""
+    return {**defaults(section), **dict(settings)}
+
+
+def split_and_texts(
+    corpus: pd.DataFrame, settings: Mapping, section: str = "shadow"
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
+    """(Carol's split, Bob's labelled pairs, training texts by model: "alice", "bob_<s>");
+    `settings` as `protocol_settings` reads them."""
+    settings = protocol_settings(settings, section)
     split = carol_split(
         corpus, settings["shared"], settings["in_house"], settings["ood"], settings["probes"], settings["bob_share"],
-        settings["seed"], per_group=settings.get("probe_sentences", 1),
+        settings["seed"], per_group=settings["probe_sentences"],
     )  # fmt: skip
     bob = split[split["bob"].astype(bool)]
-    pairs = shadow_splits(bob, settings["shadows"], settings.get("slice_share", 0.1), settings["seed"])
+    pairs = shadow_splits(bob, settings["shadows"], settings["slice_share"], settings["seed"])
     columns = ["sample_id", "group_id", "text"]
     texts = {"alice": split[split["part"].isin(ALICE_TRAIN_PARTS)][columns].reset_index(drop=True)}
     for shadow in range(settings["shadows"]):
@@ -54,6 +63,7 @@ def tables(
     features: Mapping[str, pd.DataFrame],
     settings: Mapping,
     training_texts: Mapping[str, pd.DataFrame],
+    section: str = "shadow",
 ) -> dict:
     """Hisamoto et al.'s protocol on one target: Tables 2-6, Figure 7's numbers, the adjustment
     shift and the findings (`mlmia.shadow.report.shadow_tables`). Any target (a masked language
@@ -71,9 +81,9 @@ def tables(
       columns are ignored;
     - `training_texts`: per shadow "bob_<s>" its training sentences (a `text` column): the OOV
       flags of Table 5;
-    - `settings`: `seed` and the protocol's settings (`PROTOCOL_DEFAULTS` where absent).
+    - `settings`: `seed` and the protocol's settings (`protocol_settings` of `section`).
     """
-    settings = {**PROTOCOL_DEFAULTS, **dict(settings)}
+    settings = protocol_settings(settings, section)
     if "alice" not in features:
         raise UserError("shadow protocol: no features of Alice's model ('alice')")
     for name, frame in features.items():

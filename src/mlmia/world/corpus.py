@@ -30,6 +30,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.study.schema import defaults
 from mlmia.world.lexicon import general_sentences, lexicon
 from mlmia.world.patient_phi import patient_phi
 from mlmia.world.patients import Patient, make_patient, pick, sentence_count
@@ -40,22 +41,15 @@ log = get_logger(__name__)
 #: the registers a patient's sentences are written in, by the name `patient_sentences` takes
 REGISTERS = {"mimic": mimic.REGISTER, "i2b2": i2b2.REGISTER, "domain": case_report.REGISTER}
 
-#: corpus settings with their defaults (the `corpus:` section of the config)
-CORPUS_DEFAULTS: dict = {
-    "seed": 0,
-    "sentences_per_patient": 4,
-    "mimic": {"member_patients": 220, "heldin_patients": 60, "nonmember_patients": 130, "population_patients": 90},
-    "i2b2": {"nonmember_patients": 130, "population_patients": 70, "shift": 0.15},
-    "domain": {"patients": 300, "abstract_sentences": 100, "note_share": 0.95},
-    "general": {"sentences": 1200, "medical_share": 0.6, "note_share": 0.4},
-}
-
 
 def corpus_settings(config: dict | None) -> dict:
-    """Defaults filled in (one level deep); unknown keys are an error."""
+    """The `corpus:` config section with the config schema's defaults filled in, one level deep
+    (`mlmia.study.schema.defaults`; validation leaves them out of the config); an unknown key
+    or a value out of range is a UserError naming the key."""
     config = dict(config or {})
+    known = defaults("corpus")  # every key of the section has one
     out: dict = {}
-    for key, default in CORPUS_DEFAULTS.items():
+    for key, default in known.items():
         if isinstance(default, dict):
             sub = dict(config.get(key) or {})
             unknown = [k for k in sub if k not in default]
@@ -66,9 +60,9 @@ def corpus_settings(config: dict | None) -> dict:
             out[key] = {**default, **sub}
         else:
             out[key] = config.get(key, default)
-    unknown = [k for k in config if k not in CORPUS_DEFAULTS]
+    unknown = [k for k in config if k not in known]
     if unknown:
-        raise UserError(f"corpus: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(CORPUS_DEFAULTS)})")
+        raise UserError(f"corpus: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(known)})")
     for key, sub in out.items():
         if isinstance(sub, dict):
             for k, v in sub.items():

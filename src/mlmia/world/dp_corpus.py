@@ -22,25 +22,26 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.study.schema import defaults
 from mlmia.world.corpus import corpus_settings, patient_sentences
 from mlmia.world.lexicon import lexicon
 from mlmia.world.patients import make_patient, sentence_count
 
 log = get_logger(__name__)
 
-#: the `dp_corpus:` config section's keys and defaults
-DP_CORPUS_DEFAULTS: dict = {"patients": 0}
 #: the patient ids of the DP corpus' own patients: "<prefix><5 digits>"
 PATIENT_PREFIX = "mimic-dp-"
 
 
 def dp_corpus_settings(value: dict | None) -> dict:
-    """The `dp_corpus:` section with its defaults; a wrong key or value is a UserError."""
+    """The `dp_corpus:` section with the config schema's defaults (`mlmia.study.schema.defaults`);
+    a wrong key or value is a UserError."""
     value = dict(value or {})
-    unknown = sorted(set(value) - set(DP_CORPUS_DEFAULTS))
+    out = defaults("dp_corpus")  # every key of the section has one
+    unknown = sorted(set(value) - set(out))
     if unknown:
-        raise UserError(f"dp_corpus: unknown key(s) {', '.join(unknown)} (known: {', '.join(DP_CORPUS_DEFAULTS)})")
-    out = {**DP_CORPUS_DEFAULTS, **value}
+        raise UserError(f"dp_corpus: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
+    out.update(value)
     patients = out["patients"]
     if not isinstance(patients, int) or isinstance(patients, bool) or patients < 0:
         raise UserError(f"dp_corpus.patients: must be a non-negative integer, got {patients!r}")

@@ -39,6 +39,7 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
+from mlmia.study.schema import defaults
 from mlmia.world.lexicon import OUTCOMES, RELATIONS, general_sentences, lexicon
 from mlmia.world.patients import Patient, make_patient, note_date, pick, pronouns, render_date, sentence_count
 from mlmia.world.registers.mimic import NUMBER_WORDS
@@ -46,8 +47,6 @@ from mlmia.world.registers.template import labs, vitals
 
 log = get_logger(__name__)
 
-#: the subcorpora and their default numbers of documents (`shadow_mt.corpus.documents`)
-DOCUMENTS = {"discharge": 250, "progress": 250, "consult": 100, "case_reports": 60, "news": 60}
 #: the columns of the parallel corpus
 PARALLEL_COLUMNS = ["sample_id", "group_id", "text", "target", "subcorpus", "kind", "variant"]
 #: longest news sentence kept (words): the models' positions hold a few clinical lines' worth
@@ -90,21 +89,23 @@ CHEMISTRY, BLOOD_COUNT = ("na", "k", "bun", "cr", "glu"), ("wbc", "hgb", "hct", 
 
 
 def parallel_settings(config: dict | None) -> dict:
-    """`shadow_mt.corpus` with its defaults: {documents: {subcorpus: n}, sentences_per_document}."""
+    """`shadow_mt.corpus` with the config schema's defaults (`mlmia.study.schema.defaults`):
+    {documents: {subcorpus: n}, sentences_per_document}; a wrong key or value is a UserError."""
     config = dict(config or {})
-    unknown = sorted(set(config) - {"documents", "sentences_per_document"})
+    known = defaults("shadow_mt", "corpus")  # the subcorpora are the keys of its documents
+    unknown = sorted(set(config) - set(known))
     if unknown:
-        raise UserError(
-            f"shadow_mt.corpus: unknown key(s) {', '.join(unknown)} (known: documents, sentences_per_document)"
-        )
-    documents = {**DOCUMENTS, **dict(config.get("documents") or {})}
-    bad = sorted(set(documents) - set(DOCUMENTS))
+        raise UserError(f"shadow_mt.corpus: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    documents = {**known["documents"], **dict(config.get("documents") or {})}
+    bad = sorted(set(documents) - set(known["documents"]))
     if bad:
-        raise UserError(f"shadow_mt.corpus.documents: unknown subcorpus {bad[0]!r} (known: {', '.join(DOCUMENTS)})")
+        raise UserError(
+            f"shadow_mt.corpus.documents: unknown subcorpus {bad[0]!r} (known: {', '.join(known['documents'])})"
+        )
     for name, n in documents.items():
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise UserError(f"shadow_mt.corpus.documents.{name}: must be a non-negative integer, got {n!r}")
-    per_document = config.get("sentences_per_document", 6)
+    per_document = config.get("sentences_per_document", known["sentences_per_document"])
     if not isinstance(per_document, int) or per_document < 1:
         raise UserError(f"shadow_mt.corpus.sentences_per_document: must be a positive integer, got {per_document!r}")
     return {"documents": documents, "sentences_per_document": per_document}

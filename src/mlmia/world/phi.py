@@ -64,6 +64,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.data.i2b2_phi import i2b2_labelled_sentences
 from mlmia.models.tokenizer import bert_normalizer
+from mlmia.study.schema import defaults
 from mlmia.world.lexicon import lexicon
 from mlmia.world.patients import pick
 from mlmia.world.phi_entities import PHI_CLASSES, SLOT_CLASSES, SUBSTITUTABLE, assemble, make_phi_patient, phi_world
@@ -74,19 +75,20 @@ log = get_logger(__name__)
 NOTE_COLUMNS = ["sentence_id", "group_id", "register", "split", "words", "tags"]
 SLOT = "{slot}"
 
-#: settings of the generated notes with their defaults (keys of the config's `dexposure:`)
-PHI_DEFAULTS: dict = {
-    "seed": 0,
-    "patients": 400,
-    "sentences_per_patient": 8,
-    "i2b2_share": 0.4,
-    "phi_share": 0.6,
-    "hospitals": 40,
-    "ambiguous": 6,
-    "occurrences": 12,
-    "valid_share": 0.2,
-    "phrase": "The patient often talks about {slot} .",
-}
+#: the generated notes' settings: keys of the config's `dexposure:`, their defaults the config
+#: schema's (`phi_settings`)
+NOTE_SETTINGS = (
+    "seed",
+    "patients",
+    "sentences_per_patient",
+    "i2b2_share",
+    "phi_share",
+    "hospitals",
+    "ambiguous",
+    "occurrences",
+    "valid_share",
+    "phrase",
+)
 #: the PHI templates of each note register
 PHI_TEMPLATES = {"mimic": mimic.phi_sentence, "i2b2": i2b2.phi_sentence}
 
@@ -121,9 +123,11 @@ def phrase_slot(phrase: str) -> tuple[list[str], int]:
 
 
 def phi_settings(config: Mapping | None) -> dict:
-    """The generator's settings from the `dexposure:` config (defaults filled in, checked)."""
+    """The generator's settings (`NOTE_SETTINGS`) from the `dexposure:` config, checked; a key
+    left out is the config schema's default (`mlmia.study.schema.defaults`)."""
     config = dict(config or {})
-    out = {key: config.get(key, default) for key, default in PHI_DEFAULTS.items()}
+    known = defaults("dexposure")
+    out = {key: config.get(key, known[key]) for key in NOTE_SETTINGS}
     for key in ("seed", "patients", "sentences_per_patient", "hospitals", "ambiguous", "occurrences"):
         value = out[key]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
@@ -144,7 +148,7 @@ def generate_notes(config: Mapping | None = None) -> pd.DataFrame:
 
     Returns a table with columns sentence_id, group_id (the patient), register (mimic|i2b2),
     split (train|valid), words (list of whitespace words), tags (list of BIO tags, one per
-    word). See the module docstring for what is generated; settings: `PHI_DEFAULTS`."""
+    word). See the module docstring for what is generated; settings: `phi_settings`."""
     cfg = phi_settings(config)
     seed = int(cfg["seed"])
     lex = lexicon()
