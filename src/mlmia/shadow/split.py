@@ -33,6 +33,7 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import require_columns
 from mlmia.core.keys import stable_key
+from mlmia.study.schema import defaults
 
 #: the parts of `carol_split`, one per group
 PARTS = ("alice_train", "in_probe", "out_probe", "ood_probe", "unused")
@@ -221,7 +222,8 @@ def shadow_model_settings(settings: dict, who: str) -> dict:
     shadow = 0 if who == "alice" else int(who.removeprefix("bob_"))
     if shadow == 0:  # unchanged, so that a run's existing models stay up to date
         return dict(settings)
-    return {**settings, "seed": int(settings.get("seed", 0)) + shadow}
+    seed = settings["seed"] if "seed" in settings else defaults("models", "*")["seed"]  # a model entry's default
+    return {**settings, "seed": int(seed) + shadow}
 
 
 def slice_name(pair: int, sign: str) -> str:
