@@ -10,6 +10,9 @@ rule render_figure:
         pdf=result("figures/{figure}.pdf"),
     log:
         result("logs/render_figure/{figure}.log"),
+    # only the spec's figures: another study's figure in figures/ (extraction's) has its own rule
+    wildcard_constraints:
+        figure=name_pattern(STUDY.figures),
     conda:
         "../envs/mlmia.yaml"
     params:

@@ -11,6 +11,9 @@ rule render_table:
         tex=result("tables/{table}.tex"),
     log:
         result("logs/render_table/{table}.log"),
+    # only the spec's tables: another study's table in tables/ (extraction's) has its own rule
+    wildcard_constraints:
+        table=name_pattern(STUDY.tables),
     conda:
         "../envs/mlmia.yaml"
     params:
