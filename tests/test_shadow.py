@@ -662,6 +662,18 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
         "Alice (adjusted)",
     }
     assert (result["table6"]["n"] == 24).all()  # 12 groups a side
+    # written as the workflow writes them: counts stay counts in the tidy CSV beside Table 1's rows
+    from mlmia.shadow.report import write_outputs
+
+    names = {"tables_md": "t.md", "tables_csv": "t.csv", "figure_png": "f.png", "figure_pdf": "f.pdf",
+             "findings_md": "f.md", "findings_csv": "f.csv"}  # fmt: skip
+    style = {"context": "paper", "font_scale": 1.0, "width": 5.0, "height": 3.6, "dpi": 40}
+    write_outputs(result, {k: str(tmp_path / v) for k, v in names.items()}, 60, style)
+    rows = (tmp_path / "t.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"table", "n_groups", "model"} <= set(header)
+    n_groups = [row.split(",")[header.index("n_groups")] for row in rows[1:]]
+    assert "40" in n_groups and not any(value.endswith(".0") for value in n_groups)
     figure = result["figure7"]
     assert sorted(figure["top_percentage"].unique()) == list(range(10, 101, 10)) and set(figure["features"]) == {
         "raw", "adjusted"}  # fmt: skip

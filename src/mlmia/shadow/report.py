@@ -400,10 +400,11 @@ def write_outputs(result: Mapping[str, object], outputs: Mapping[str, str], n_bo
     column naming the table), `figure_png`/`figure_pdf` (Figure 7), `findings_md`/`findings_csv`."""
     markdown = render_all(result, n_bootstrap)
     write_text("\n\n".join(text for key, text in markdown.items() if key != "findings") + "\n", outputs["tables_md"])
-    tidy = pd.concat(
-        [frame.assign(result=key) for key, frame in result.items() if key not in ("findings", "shift")],
-        ignore_index=True,
-    )
+    frames = [frame.assign(result=key) for key, frame in result.items() if key not in ("findings", "shift")]
+    tidy = pd.concat(frames, ignore_index=True)
+    # a count column of some tables stays a count where others lack it (not 12.0)
+    counts = {c for f in frames for c in f.columns if pd.api.types.is_integer_dtype(f[c])}
+    tidy = tidy.astype({c: "Int64" for c in counts if not pd.api.types.is_integer_dtype(tidy[c])})
     write_text(tidy.to_csv(index=False), outputs["tables_csv"])
     plot_top_share(result["figure7"], [outputs["figure_png"], outputs["figure_pdf"]], style)
     write_text(markdown["findings"], outputs["findings_md"])
