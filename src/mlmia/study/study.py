@@ -43,7 +43,7 @@ from mlmia.study.needs import ExperimentNeeds
 from mlmia.study.optional import without_optional
 from mlmia.study.plans import Plans
 from mlmia.study.pools import ReferencePools
-from mlmia.study.schema import load_yaml, schema_path, validate
+from mlmia.study.schema import defaults, load_yaml, schema_path, validate
 from mlmia.study.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
 from mlmia.study.validation import Validation, check_config
 
@@ -229,9 +229,13 @@ class Study(Validation, ExperimentNeeds, Plans):
         config names (`references.shape`), so it is trained as well as the target. The compute
         dtype is `training.precision` unless the model sets its own (DP models: fp32)."""
         spec = self._training_spec(name)
-        precision = self.config.get("training", {}).get("precision", "fp32")
-        if precision != "fp32" and "precision" not in spec["settings"] and not spec["settings"].get("dp"):
-            # only a non-default dtype enters the settings: fp32 runs keep their params (no rerun)
+        precision = self.config["training"]["precision"]
+        if (
+            precision != defaults("models", "*")["precision"]
+            and "precision" not in spec["settings"]
+            and not spec["settings"].get("dp")
+        ):
+            # only a dtype other than a model's default enters the settings: default runs keep their params (no rerun)
             spec["settings"] = {**spec["settings"], "precision": precision}
         return spec
 
