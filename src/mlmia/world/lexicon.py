@@ -83,6 +83,11 @@ def package_dir(name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def zipf_weights(n: int) -> tuple:
+    """Weights 1, 1/2, ..., 1/n: the i-th of n ranked items drawn in proportion to 1/i (Zipf)."""
+    return tuple(1.0 / (i + 1) for i in range(n))
+
+
 @functools.lru_cache(maxsize=1)
 def lexicon() -> Lexicon:
     """Load the real vocabulary from the installed packages (cached)."""
@@ -96,9 +101,6 @@ def lexicon() -> Lexicon:
         import simple_icd_10_cm as cm
 
         cm.get_all_codes(False)
-
-    def zipf(n: int) -> tuple:
-        return tuple(1.0 / (i + 1) for i in range(n))
 
     common_dx = [_clean_icd(cm.get_description(c)) for c in COMMON_ICD]
     rare = []
@@ -129,10 +131,10 @@ def lexicon() -> Lexicon:
         last=tuple(Person.last_names),
         w_last=tuple(Person.last_names.values()),
         common_dx=tuple(common_dx),
-        w_common_dx=zipf(len(common_dx)),
+        w_common_dx=zipf_weights(len(common_dx)),
         rare_dx=tuple(rare),
         common_drugs=tuple(COMMON_DRUGS),
-        w_common_drugs=zipf(len(COMMON_DRUGS)),
+        w_common_drugs=zipf_weights(len(COMMON_DRUGS)),
         rare_drugs=tuple(rare_drugs),
         states=tuple(Address.states),
     )

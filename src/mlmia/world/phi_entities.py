@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mlmia.world.lexicon import Lexicon, lexicon, word_list
+from mlmia.world.lexicon import Lexicon, lexicon, word_list, zipf_weights
 from mlmia.world.patients import Patient, make_patient, note_date, pick, render_date
 
 #: the labelled classes (BIO tags "B-<class>", "I-<class>", and "O")
@@ -91,7 +91,7 @@ def phi_world(seed: int, hospitals: int, ambiguous: int) -> PhiWorld:
     towns = sorted({f"{n}{rng.choice(city_suffixes)}" for n in rng.sample(la[:400], 40)})
     cities = tuple(sorted(set(cities) | set(towns)))
     names = tuple((f"{p} {rng.choice(HOSPITAL_SUFFIXES)}", p) for p in sorted(hospital_places))
-    weights = tuple(1.0 / (i + 1) for i in range(len(names)))  # Zipf: a few busy hospitals
+    weights = zipf_weights(len(names))  # a few busy hospitals
     order = list(range(len(names)))
     rng.shuffle(order)
     names = tuple(names[i] for i in order)
