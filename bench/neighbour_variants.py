@@ -3,10 +3,10 @@
 to the run's own neighbours (the configured `neighbours:` setting).
 
 A variant makes neighbour texts for the audited samples of a finished zoo run (members, held-in
-members, non-members; `mlmia.data.manifest.NEIGHBOUR_ROLES`) and scores them and the samples with
+members, non-members; `mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`) and scores them and the samples with
 the target, each neighbour under its sample's masking patterns (`mask_id`), then builds the
 attack table and metrics as the zoo does (`mlmia.attacks.table.build_attack_table`,
-`mlmia.metrics.protocols.attack_metrics`, the experiment's settings). Every variant is measured
+`mlmia.attacks.protocols.attack_metrics`, the experiment's settings). Every variant is measured
 on the same patient-bootstrap replicates, so a difference per replicate is a paired bootstrap of
 the difference (`reference_pools.compare`). Variants:
 
@@ -42,16 +42,16 @@ import pandas as pd
 import torch
 from reference_pools import compare
 
+from mlmia.attacks.protocols import MetricSettings, attack_metrics, sample_universe
 from mlmia.attacks.table import build_attack_table
-from mlmia.data.manifest import NEIGHBOUR_ROLES
-from mlmia.metrics.protocols import MetricSettings, attack_metrics, sample_universe
 from mlmia.models.loading import load_mlm
 from mlmia.report.markdown import markdown_table
 from mlmia.scoring import neighbours as made
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.settings import ScoringSettings
-from mlmia.study.schema import load_yaml
 from mlmia.study.study import Study
+from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES
+from mlmia.vocabulary.schema import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ("zoo_long_mimic", "zoo_long_i2b2", "zoo_short_mimic", "zoo_short_i2b2")

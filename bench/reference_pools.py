@@ -7,7 +7,7 @@ the baseline's world, samples, target and reference copied in, then the pool's s
 `snakemake results/<run>/scores/clinical/pool_ref_<i>.masked.parquet`); the attacks' table is
 built here from the target's and the pool's scores and the pool's splits, as the zoo's attack
 table builds those columns (`mlmia.attacks.table.build_attack_table`), and its metrics as the
-zoo's (`mlmia.metrics.protocols.attack_metrics`, the experiment's settings). Its cost is the CPU
+zoo's (`mlmia.attacks.protocols.attack_metrics`, the experiment's settings). Its cost is the CPU
 time in its `benchmarks/` files of the pool's trainings and scoring jobs.
 
 A smaller pool is trained as such (`references.count`): the first M references of a larger pool
@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import get_attack
+from mlmia.attacks.protocols import MetricSettings, attack_metrics, sample_universe
 from mlmia.attacks.table import build_attack_table
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.metrics.protocols import MetricSettings, attack_metrics, sample_universe
 from mlmia.report.markdown import markdown_table
-from mlmia.study.schema import load_yaml
 from mlmia.study.study import Study
+from mlmia.vocabulary.schema import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 #: the zoo's experiments, by target (each target reads the pool of its training objective)

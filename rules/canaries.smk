@@ -3,7 +3,7 @@
 # target's training text; their exposure per checkpoint, and the canaries' sentences as a
 # membership test (mlmia.memorization.canaries; settings: config key canaries).
 from mlmia.memorization.canary_membership import membership_settings
-from mlmia.study.layout import ONE_RUN_CORPUS
+from mlmia.vocabulary.layout import ONE_RUN_CORPUS
 
 CANARIES = config["canaries"]
 # the plan (mlmia.study.plans.canaries_plan): outputs, the secrets' settings, the checkpoints

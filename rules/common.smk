@@ -8,7 +8,7 @@ from mlmia.attacks.base import attack_modules
 from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
-from mlmia.study.layout import (
+from mlmia.vocabulary.layout import (
     CORPORA,
     DP_PRIVATE_TEXT,
     ONE_RUN_CANARIES,
@@ -20,7 +20,7 @@ from mlmia.study.layout import (
     samples,
 )
 from mlmia.study.study import is_hub_id
-from mlmia.scoring.layout import ENERGY_KINDS
+from mlmia.vocabulary.scores import ENERGY_KINDS
 from snakemake.io import report as report_flag
 
 MODELS = config.get("models", {})

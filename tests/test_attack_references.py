@@ -14,7 +14,7 @@ import scipy.stats
 from sklearn.metrics import roc_auc_score
 
 from mlmia.attacks import get_attack
-from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estimates
+from mlmia.attacks.protocols import MetricSettings, attack_metrics, point_estimates
 
 # ------------------------------------------------------------------ fixed arrays
 

@@ -9,9 +9,9 @@ import torch
 
 from mlmia.attacks import attack_names, get_attack
 from mlmia.attacks.base import Attack
+from mlmia.attacks.protocols import MetricSettings, attack_metrics, point_estimates
 from mlmia.attacks.table import SAMPLE_FEATURES, build_attack_table
 from mlmia.core.errors import UserError
-from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estimates
 
 ZOO = (
     "zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood", "pll_word_l2r",

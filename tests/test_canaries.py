@@ -13,6 +13,7 @@ import torch
 from scipy import stats
 from workflow_helpers import copy_workflow, edit_yaml, planned_jobs, run_snakemake, write_config
 
+from mlmia.attacks.protocols import MetricSettings
 from mlmia.core.errors import UserError
 from mlmia.memorization.canaries import (
     checkpoint_exposures,
@@ -33,7 +34,6 @@ from mlmia.memorization.canary_membership import (
     membership_settings,
     membership_table,
 )
-from mlmia.metrics.protocols import MetricSettings
 from mlmia.models.loading import load_mlm
 from mlmia.models.tokenizer import train_tokenizer
 from mlmia.models.training import train_mlm

@@ -6,8 +6,8 @@ import yaml
 from workflow_helpers import REPO
 
 from mlmia.core.errors import UserError
-from mlmia.data.manifest import length_bucket
 from mlmia.models.tokenizer import train_tokenizer
+from mlmia.vocabulary.manifest import length_bucket
 from mlmia.world.corpus import build_world, corpus_settings, write_world
 from mlmia.world.samples import named_variant, select_samples
 

@@ -1,6 +1,6 @@
 """The library's import graph: no cycle among mlmia's modules, with the imports inside
 functions counted (an import moved into a function to dodge a cycle still is one), and the
-layering the stages promise (the models know nothing of the defences built on them)."""
+floors its packages stand on (`FLOORS`): no package imports one on its own floor or above."""
 
 from __future__ import annotations
 
@@ -11,6 +11,22 @@ from workflow_helpers import REPO
 from mlmia.core.provenance import SourceTree
 
 SRC = REPO / "src"
+
+#: the library's packages (and top-level modules) by floor, lowest first: a package imports only
+#: packages of lower floors. `core` (errors, the step runner, provenance); the shared vocabulary
+#: (schemas and defaults, specs, layout, table columns); the stages, each above those it builds on;
+#: `Study`, the one seam to Snakemake, and the entry points (the CLI, the training job) on top.
+FLOORS = (
+    ("core",),
+    ("vocabulary",),
+    ("models", "metrics"),
+    ("data", "scoring", "attacks"),
+    ("world", "report"),
+    ("shadow", "memorization"),
+    ("defences",),
+    ("study", "training_job", "cli"),
+    ("__main__",),
+)
 
 
 def import_graph(root: Path = SRC / "mlmia", package: str = "mlmia") -> dict[str, set[str]]:
@@ -124,3 +140,56 @@ def test_the_graph_sees_imports_inside_functions_relative_imports_and_packages(t
     assert graph["pkg.b.helper"] == {"pkg.a", "pkg.a.core"}
     assert graph["pkg.a"] == {"pkg.a.core"}  # its own package is no edge
     assert cycles(graph) == [["pkg.a.train", "pkg.b.dp", "pkg.a.train"]]
+
+
+def package_of(module: str, package: str = "mlmia") -> str:
+    """The package (or top-level module) a module belongs to: mlmia.<name>."""
+    return module.removeprefix(f"{package}.").split(".")[0]
+
+
+def climbing_imports(graph: dict[str, set[str]], floors, package: str = "mlmia") -> list[str]:
+    """Every import of a module into a package on its own floor or above ("a -> b"), and every
+    package no floor declares; `floors` as `FLOORS`."""
+    floor = {name: level for level, names in enumerate(floors) for name in names}
+    found = []
+    for module, targets in sorted(graph.items()):
+        if module == package:
+            continue
+        own = package_of(module, package)
+        if own not in floor:
+            found.append(f"{own}: on no floor (add it to FLOORS)")
+            continue
+        for target in sorted(targets):
+            other = package_of(target, package)
+            if target != package and other != own and floor.get(other, len(floors)) >= floor[own]:
+                found.append(f"{module} -> {target}")
+    return sorted(set(found))
+
+
+def test_no_package_imports_one_on_its_floor_or_above():
+    found = climbing_imports(import_graph(), FLOORS)
+    assert not found, "imports that climb (tests/test_imports.py FLOORS):\n" + "\n".join(found)
+
+
+def test_every_package_of_the_library_is_on_a_floor():
+    root = SRC / "mlmia"
+    packages = {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+    packages |= {p.stem for p in root.glob("*.py") if p.name != "__init__.py"}
+    declared = {name for names in FLOORS for name in names}
+    assert packages == declared, f"on no floor: {sorted(packages - declared)}; gone: {sorted(declared - packages)}"
+
+
+def test_the_floors_check_finds_an_import_that_climbs_and_one_across_a_floor():
+    """Hand-made graph: c is below s; s -> c is fine, c -> s climbs, a -> b crosses one floor."""
+    graph = {
+        "pkg.c.x": set(),
+        "pkg.s.y": {"pkg.c.x"},
+        "pkg.c.z": {"pkg.s.y"},
+        "pkg.a.m": {"pkg.b.n"},
+        "pkg.b.n": set(),
+        "pkg.new.k": set(),
+    }
+    floors = (("c",), ("a", "b"), ("s",))
+    assert climbing_imports(graph, floors, "pkg") == sorted(
+        ["pkg.c.z -> pkg.s.y", "pkg.a.m -> pkg.b.n", "new: on no floor (add it to FLOORS)"]
+    )

@@ -161,7 +161,7 @@ def test_sama_refuses_masks_that_differ_and_losses_that_do_not_fit_in_one_line()
 def test_sama_through_both_protocols_keeps_target_and_reference_of_one_sample_together():
     # the published protocol pairs one member's target column with another's reference column; a
     # token list against another sample's has no meaning, so SAMA keeps its matched scores there
-    from mlmia.metrics.protocols import MetricSettings, attack_metrics, point_estimates
+    from mlmia.attacks.protocols import MetricSettings, attack_metrics, point_estimates
 
     data = np.random.default_rng(1)
     roles = ["member"] * 12 + ["nonmember"] * 12 + ["population"] * 6

@@ -6,6 +6,7 @@ import pytest
 from sklearn.metrics import precision_score, recall_score, roc_auc_score, roc_curve
 
 from mlmia.attacks import Attack, get_attack, register
+from mlmia.attacks.protocols import MetricSettings, attack_metrics, attack_units, point_estimates, roc_points
 from mlmia.core.errors import UserError
 from mlmia.metrics.bootstrap import PatientResampler, multiplicities
 from mlmia.metrics.classification import (
@@ -17,7 +18,6 @@ from mlmia.metrics.classification import (
     roc,
     tpr_at_fpr,
 )
-from mlmia.metrics.protocols import MetricSettings, attack_metrics, attack_units, point_estimates, roc_points
 
 ATTACKS = ("likelihood_ratio", "loss")
 

@@ -14,14 +14,14 @@ from conftest import TINY_MAX_LEN, TINY_WORDS, build_tiny_bert, build_tiny_token
 from workflow_helpers import REPO
 
 from mlmia.attacks.base import get_attack
+from mlmia.attacks.protocols import scored_parts
 from mlmia.attacks.table import build_attack_table, select_samples
 from mlmia.core.errors import UserError
-from mlmia.data.manifest import rows_read
-from mlmia.metrics.protocols import scored_parts
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.neighbours import NEIGHBOUR_SEPARATOR, neighbour_samples
 from mlmia.study.study import Study
+from mlmia.vocabulary.manifest import rows_read
 
 LONG = " ".join(TINY_WORDS[:60])  # about 60 tokens: longer than the tiny models' 40 positions
 TEXTS = [

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from workflow_helpers import REPO
 
-from mlmia.study.layout import TOKENIZER
 from mlmia.study.plans import ALL, Plan
 from mlmia.study.study import Study
+from mlmia.vocabulary.layout import TOKENIZER
 
 STUDIES = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp")
 

@@ -75,7 +75,7 @@ def test_the_closure_follows_modules_transitively_with_the_packages_above_them(t
     script = tmp_path / "step.py"
     script.write_text("def main():\n    from mlmia.report.findings import check_findings\n")
     closure = set(import_closure(script))
-    # mlmia.report.findings imports mlmia.report.tables, which imports mlmia.metrics.protocols
+    # mlmia.report.findings imports mlmia.report.tables, which imports mlmia.attacks.protocols
     assert {"mlmia", "mlmia.report", "mlmia.report.findings", "mlmia.report.tables"} <= closure
     assert "mlmia.scoring.energy" not in closure
     assert set(import_closure(script, "mlmia.scoring.energy")) >= closure | {"mlmia.scoring", "mlmia.scoring.energy"}
@@ -129,13 +129,15 @@ def test_a_registry_that_loads_its_package_by_name_brings_every_module_of_it(tmp
 
 
 def test_package_data_a_module_reads_counts_as_its_code(tmp_path):
-    # the trainers' defaults live in the config schema (mlmia.study.schema reads it): an edit to
+    # the trainers' defaults live in the config schema (mlmia.vocabulary.schema reads it): an edit to
     # it changes the digest of a step that trains, not of one that never reads the schema
     shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
     train, metrics = SCRIPTS / "train_model.py", SCRIPTS / "attack_metrics.py"
-    assert "mlmia.study.schema" in import_closure(train) and "mlmia.study.schema" not in import_closure(metrics)
+    assert "mlmia.vocabulary.schema" in import_closure(train) and "mlmia.vocabulary.schema" not in import_closure(
+        metrics
+    )
     before = {script: _digest_with(tmp_path, script) for script in (train, metrics)}
-    schema = tmp_path / "mlmia" / "study" / "schemas" / "config.schema.yaml"
+    schema = tmp_path / "mlmia" / "vocabulary" / "schemas" / "config.schema.yaml"
     schema.write_text(schema.read_text().replace("hidden_size: {type: integer, minimum: 8, default: 128}",
                                                  "hidden_size: {type: integer, minimum: 8, default: 256}"))  # fmt: skip
     assert _digest_with(tmp_path, train) != before[train]

@@ -12,8 +12,8 @@ import yaml
 from workflow_helpers import REPO
 
 from mlmia.attacks import Attack, register
+from mlmia.attacks.protocols import MetricSettings, attack_metrics
 from mlmia.core.errors import UserError
-from mlmia.metrics.protocols import MetricSettings, attack_metrics
 from mlmia.report.tables import render_table
 from mlmia.study.study import Study
 
@@ -168,7 +168,7 @@ def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
 def test_the_library_reads_the_defaults_validation_fills():
     # schema.defaults (what the library fills into settings given in part) and validation (what
     # the workflow's config gets) read one schema: the same values, in the same order
-    from mlmia.study.schema import defaults, schema_path, validate
+    from mlmia.vocabulary.schema import defaults, schema_path, validate
 
     sections = ("metrics", "scoring", "exposure", "canaries", "dexposure", "figure_style")
     config = {"run": "x", "tables_spec": "unused.yaml", "models": {"m": {"dp": {}}}, **{k: {} for k in sections}}
@@ -193,7 +193,7 @@ def test_the_library_reads_the_defaults_validation_fills():
 def test_validation_leaves_the_corpus_section_as_given():
     # the world's rules pass `corpus` as their params: a default written into it would rerun
     # every world job of a config that leaves one out (mlmia.world.corpus.corpus_settings fills them)
-    from mlmia.study.schema import schema_path, validate
+    from mlmia.vocabulary.schema import schema_path, validate
 
     corpus = {"seed": 1, "i2b2": {"nonmember_patients": 3}, "general": {}}
     config = validate(

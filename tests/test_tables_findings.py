@@ -4,15 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mlmia.attacks.protocols import METRIC_COLUMNS
 from mlmia.core.errors import UserError
 from mlmia.core.provenance import module_digest
 from mlmia.memorization.exposed_samples import exposed_labels, exposure_metrics, patient_split, simple_features
-from mlmia.metrics.protocols import METRIC_COLUMNS
 from mlmia.report.finding import findings_frame
 from mlmia.report.findings import check_findings, render
 from mlmia.report.tables import render_latex, render_markdown, render_table, tidy_table
 from mlmia.scoring.shards import shard_count, shard_slice
-from mlmia.study.experiment import Experiment
+from mlmia.vocabulary.experiment import Experiment
 
 EXP = {"e1": Experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
 
@@ -236,10 +236,10 @@ def test_shards_cover_every_sample_once_in_order():
 
 
 def test_module_digest_tracks_source():
-    assert module_digest("mlmia.report.tables") != module_digest("mlmia.metrics.protocols")
+    assert module_digest("mlmia.report.tables") != module_digest("mlmia.attacks.protocols")
     assert module_digest("mlmia.report.tables", "mlmia.metrics") == module_digest(
         "mlmia.metrics", "mlmia.report.tables"
     )
     assert len(module_digest("mlmia.report.tables")) == 16
     # a package's digest covers its modules
-    assert module_digest("mlmia.metrics") != module_digest("mlmia.metrics.protocols")
+    assert module_digest("mlmia.metrics") != module_digest("mlmia.attacks.protocols")

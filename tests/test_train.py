@@ -16,8 +16,8 @@ from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
 from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
 from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
 from mlmia.models.training import masked_lm_loss, model_settings, train_mlm
-from mlmia.study.schema import defaults, schema_path, validate
 from mlmia.training_job import train_from_table
+from mlmia.vocabulary.schema import defaults, schema_path, validate
 
 TEXTS = (
     [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]

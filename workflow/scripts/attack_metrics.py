@@ -1,8 +1,8 @@
 import pandas as pd
 
+from mlmia.attacks.protocols import MetricSettings, attack_metrics, sample_universe
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.metrics.protocols import MetricSettings, attack_metrics, sample_universe
 
 
 def main(snakemake):

@@ -1,8 +1,9 @@
 import pandas as pd
 
-from mlmia.attacks.table import NEIGHBOUR_OF, build_attack_table, group_score_inputs
+from mlmia.attacks.table import build_attack_table, group_score_inputs
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
+from mlmia.vocabulary.manifest import NEIGHBOUR_OF
 
 
 def main(snakemake):

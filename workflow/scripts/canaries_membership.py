@@ -1,9 +1,9 @@
 import pandas as pd
 
+from mlmia.attacks.protocols import MetricSettings
 from mlmia.core.io import write_parquet, write_text
 from mlmia.core.runner import run_step
 from mlmia.memorization.canary_membership import membership_markdown, membership_metrics, membership_table
-from mlmia.metrics.protocols import MetricSettings
 
 
 def main(snakemake):

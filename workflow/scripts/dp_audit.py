@@ -3,13 +3,13 @@ import json
 import pandas as pd
 import torch
 
+from mlmia.attacks.protocols import sample_universe
 from mlmia.core.io import write_text
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
 from mlmia.defences.audit import accountant_record, attack_audit, audit_target, joint_confidence, read_train_info
 from mlmia.defences.gradient_canaries import read_record
 from mlmia.defences.token_canaries import token_scores
-from mlmia.metrics.protocols import sample_universe
 from mlmia.models.loading import load_mlm
 
 log = get_logger("dp_audit")

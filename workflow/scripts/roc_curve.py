@@ -1,8 +1,8 @@
 import pandas as pd
 
+from mlmia.attacks.protocols import roc_points
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.metrics.protocols import roc_points
 
 
 def main(snakemake):

@@ -2,11 +2,11 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.data.manifest import rows_read
 from mlmia.models.loading import load_mlm
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_slice
+from mlmia.vocabulary.manifest import rows_read
 
 
 def main(snakemake):

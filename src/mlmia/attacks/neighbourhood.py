@@ -8,7 +8,7 @@ import pandas as pd
 from mlmia.attacks.base import Attack
 from mlmia.attacks.shared import row_ids
 from mlmia.core.errors import UserError
-from mlmia.data.manifest import NEIGHBOUR_ROLES
+from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES
 
 
 class Neighbourhood(Attack):
@@ -35,7 +35,7 @@ class Neighbourhood(Attack):
     inputs = {"target": ("energy",), "neighbours": ("energy",)}
     lower_is_member = True
     aggregates = True
-    # population samples' neighbours are not scored (`mlmia.data.manifest.NEIGHBOUR_ROLES`): no
+    # population samples' neighbours are not scored (`mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`): no
     # statistic (NaN) and so no population threshold for this attack
     scored_roles = NEIGHBOUR_ROLES
 

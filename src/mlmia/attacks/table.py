@@ -24,11 +24,9 @@ import pandas as pd
 
 from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
-from mlmia.data.manifest import NEIGHBOUR_ROLES, taken
+from mlmia.vocabulary.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, taken
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
-#: the neighbour-table column naming the sample a neighbour was made from (mlmia.scoring.neighbours)
-NEIGHBOUR_OF = "neighbour_of"
 
 #: name -> function(selected samples with `text`, `role`, `group_id`; settings) -> one value per row
 SAMPLE_FEATURES: dict[str, Callable[[pd.DataFrame, dict], np.ndarray]] = {}
@@ -197,7 +195,7 @@ def _neighbour_lists(
 ):
     """Each audited sample's neighbours' `column`, in the neighbour table's order (its
     ``neighbour_of`` names the sample); None for a population sample, whose neighbours are not
-    scored (`mlmia.data.manifest.NEIGHBOUR_ROLES`)."""
+    scored (`mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`)."""
     if neighbours is None:
         raise UserError(f"{where}: the neighbours' scores come without their neighbour table")
     missing = [c for c in ("sample_id", NEIGHBOUR_OF) if c not in neighbours.columns]
@@ -205,7 +203,7 @@ def _neighbour_lists(
         raise UserError(f"{where}: the neighbour table lacks column(s) {', '.join(missing)}")
     indexed = _indexed(scores, model, [column], kind, where)
     # only the selected samples' neighbours: a model's neighbour scores cover the samples its
-    # experiments read (`mlmia.data.manifest.rows_read`), not every sample's
+    # experiments read (`mlmia.vocabulary.manifest.rows_read`), not every sample's
     audited = ids[roles.isin(NEIGHBOUR_ROLES).to_numpy()]
     neighbours = neighbours[neighbours[NEIGHBOUR_OF].astype(str).isin(audited)]
     values = _values(indexed, neighbours["sample_id"].astype(str), column, model, kind, where)

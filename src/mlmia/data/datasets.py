@@ -30,7 +30,7 @@ error messages)::
   text, one file per role and length) read with ``columns: {group: 0, text: 3}``.
 
 `assign_lengths` then counts content tokens with the scoring tokenizer and fills the
-length bucket (`mlmia.data.manifest.length_bucket`) where a file did not give one.
+length bucket (`mlmia.vocabulary.manifest.length_bucket`) where a file did not give one.
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import as_text, describe_columns, read_jsonl
 from mlmia.core.logs import get_logger
-from mlmia.data.manifest import (
+from mlmia.models.tokenizer import content_tokens
+from mlmia.vocabulary.manifest import (
     LENGTHS,
     MANIFEST_COLUMNS,
     ROLES,
     check_roles_disjoint,
     length_bucket,
 )
-from mlmia.models.tokenizer import content_tokens
 
 log = get_logger(__name__)
 
@@ -392,9 +392,9 @@ def assign_lengths(manifest: pd.DataFrame, tokenizer, buckets: dict | None = Non
     """Fill `n_tokens` (content word pieces, no [CLS]/[SEP]) and `length`.
 
     A row whose file gave a length keeps it (its n_tokens are still counted); the others get
-    the bucket of their token count: `mlmia.data.manifest.length_bucket` (short 10-19, long 20-60),
+    the bucket of their token count: `mlmia.vocabulary.manifest.length_bucket` (short 10-19, long 20-60),
     or `buckets`, a mapping {name: [lo, hi]} of inclusive ranges. Rows in no bucket keep
-    length None (logged): experiments over all lengths use them, short/long ones do not. Returns the manifest columns (`mlmia.data.manifest.MANIFEST_COLUMNS`).
+    length None (logged): experiments over all lengths use them, short/long ones do not. Returns the manifest columns (`mlmia.vocabulary.manifest.MANIFEST_COLUMNS`).
     """
     missing = [c for c in DATASET_COLUMNS if c != "length" and c not in manifest.columns]
     if missing:

@@ -83,7 +83,7 @@ from mlmia.models.objectives import Objective, check_dp_objective, make_objectiv
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.training import initial_model, model_settings, save_model
-from mlmia.study.schema import defaults
+from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
 
@@ -101,7 +101,7 @@ def _number(value) -> bool:
 
 def dp_settings(value) -> dict:
     """A model's `dp:` setting with the config schema's defaults filled in
-    (`mlmia.study.schema.defaults`); a wrong key or value is a UserError (one line)."""
+    (`mlmia.vocabulary.schema.defaults`); a wrong key or value is a UserError (one line)."""
     if not isinstance(value, dict):
         raise UserError(f"model config: dp must be a mapping such as {{epsilon: 4, max_grad_norm: 1.0}}, got {value!r}")
     out = defaults("models", "*", "dp")  # every key of the setting has one

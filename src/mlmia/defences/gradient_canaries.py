@@ -48,7 +48,7 @@ import numpy as np
 from scipy import special, stats
 
 from mlmia.core.errors import UserError
-from mlmia.study.schema import defaults
+from mlmia.vocabulary.schema import defaults
 
 SCORES = ("likelihood_ratio", "alignment")
 #: the observations in a trained model's directory

@@ -53,10 +53,10 @@ def membership_table(canaries: pd.DataFrame, target: pd.DataFrame, reference: pd
 
 
 def membership_metrics(table: pd.DataFrame, settings) -> pd.DataFrame:
-    """`mlmia.metrics.protocols.attack_metrics` on all inserted canaries and on those of each
+    """`mlmia.attacks.protocols.attack_metrics` on all inserted canaries and on those of each
     repetition count (members of that count against every non-member; the population sets the
     threshold), the subset in column `canaries` ("all" or the count)."""
-    from mlmia.metrics.protocols import attack_metrics
+    from mlmia.attacks.protocols import attack_metrics
 
     parts = [("all", table)]
     for reps in sorted(table.loc[table["role"] == "member", "repetitions"].unique()):

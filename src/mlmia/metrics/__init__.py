@@ -1,1 +1,1 @@
-"""Metrics: pure functions on arrays (AUC, TPR at low FPR, thresholds), the two protocols, the patient bootstrap, the interval methods."""
+"""Metrics: pure functions on arrays (AUC, TPR at low FPR, thresholds, privacy bounds), the patient bootstrap, the interval methods (the protocols that apply them to an attack table: `mlmia.attacks.protocols`)."""

@@ -34,14 +34,14 @@ from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.tokenizer import encode_text
 from mlmia.models.training import _batches, save_model
-from mlmia.study.schema import defaults
+from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
 
 
 def seq2seq_settings(config: dict | None) -> dict:
     """The model config with the config schema's defaults of `shadow_mt.model` filled in
-    (`mlmia.study.schema.defaults`); an unknown key or a width that the heads do not divide is an error."""
+    (`mlmia.vocabulary.schema.defaults`); an unknown key or a width that the heads do not divide is an error."""
     config = dict(config or {})
     out = defaults("shadow_mt", "model")  # every key of the model has one
     unknown = sorted(k for k in config if k not in out)

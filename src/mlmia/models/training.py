@@ -36,7 +36,7 @@ from mlmia.models.loading import load_tokenizer, resolve_device
 from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
-from mlmia.study.schema import defaults
+from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
 
@@ -88,7 +88,7 @@ def training_autocast(dev, precision: str):
 
 def model_settings(config: dict | None) -> dict:
     """The model config with defaults filled in: the training settings of a `models:` entry,
-    each defaulting to the config schema's (`mlmia.study.schema.defaults`); unknown keys are an
+    each defaulting to the config schema's (`mlmia.vocabulary.schema.defaults`); unknown keys are an
     error. The `dp` setting is left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
     config = dict(config or {})
     out = defaults("models", "*")

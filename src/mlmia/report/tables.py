@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import get_attack
+from mlmia.attacks.protocols import PARAMETER_METRIC
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.metrics.protocols import PARAMETER_METRIC
 from mlmia.report.markdown import markdown_table
-from mlmia.study.experiment import Experiment
-from mlmia.study.spec import COUNT_METRICS, Cell
+from mlmia.vocabulary.experiment import Experiment
+from mlmia.vocabulary.spec import COUNT_METRICS, Cell
 
 TIDY_COLUMNS = [
     "table", "column", "header", "row", "metric", "attack", "threshold", "fpr", "split", "features", "role", "level",

@@ -54,10 +54,10 @@ from mlmia.core.logs import get_logger
 from mlmia.models.batching import eval_mode
 from mlmia.models.loading import load_mlm, resolve_device
 from mlmia.scoring.fast_path import run_fast, token_evidence
-from mlmia.scoring.layout import ENERGY_KINDS, SCORE_COLUMNS
 from mlmia.scoring.masks import n_masked
 from mlmia.scoring.memory import batch_size_for_memory, sequence_bytes
 from mlmia.scoring.prepared import REDUCTIONS, check_params, prepare, score_frame
+from mlmia.vocabulary.scores import ENERGY_KINDS, SCORE_COLUMNS
 
 log = get_logger(__name__)
 

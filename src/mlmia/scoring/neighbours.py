@@ -69,13 +69,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mlmia.attacks.table import NEIGHBOUR_OF
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import max_sequence_length, mlm_parts
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.masks import MASK_ID, mask_keys
+from mlmia.vocabulary.manifest import NEIGHBOUR_OF
 
 log = get_logger(__name__)
 

@@ -18,9 +18,9 @@ from mlmia.core.io import require_columns
 from mlmia.core.logs import get_logger
 from mlmia.models.loading import max_sequence_length
 from mlmia.models.tokenizer import encode_text
-from mlmia.scoring.layout import ENERGY_KINDS, PATTERN_SIZES, SCORE_COLUMNS, SIZED_KINDS
 from mlmia.scoring.masks import MASK_COUNTS, mask_keys
 from mlmia.scoring.schedules import check_schedule, content_patterns
+from mlmia.vocabulary.scores import ENERGY_KINDS, PATTERN_SIZES, SCORE_COLUMNS, SIZED_KINDS
 
 log = get_logger(__name__)
 

@@ -6,7 +6,7 @@ reference score a sample under the same patterns (common random numbers), whatev
 the batch or the device. Positions are 0-based indices into the sample's content tokens.
 
 Two kinds mask a different number of tokens in each pattern (their score tables say how many a
-pattern scores: `mlmia.scoring.layout.PATTERN_SIZES`):
+pattern scores: `mlmia.vocabulary.scores.PATTERN_SIZES`):
 
 - ``progressive`` (SAMA: Stry233/SAMA, ``attack/attacks/sama.py``, its linear schedule): steps
   s = 0..S-1 mask the fraction f_s = min + (max - min)(s + 1)/(S + 1) of the T content tokens,

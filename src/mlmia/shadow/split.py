@@ -33,7 +33,7 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import require_columns
 from mlmia.core.keys import stable_key
-from mlmia.study.schema import defaults
+from mlmia.vocabulary.schema import defaults
 
 #: the parts of `carol_split`, one per group
 PARTS = ("alice_train", "in_probe", "out_probe", "ood_probe", "unused")

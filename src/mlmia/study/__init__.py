@@ -1,1 +1,1 @@
-"""The study: experiments, tables, figures and findings from config, and the config schemas."""
+"""The study: experiments, tables, figures, findings and each study's plan from a config; `Study`, the one seam to Snakemake."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from mlmia.study.layout import ONE_RUN_CORPUS, SHADOW_MT_PREFIX, SHADOW_PREFIX, TOKENIZER
-from mlmia.study.spec import DEFAULT_GROUP, DP_GROUP
+from mlmia.vocabulary.layout import ONE_RUN_CORPUS, SHADOW_MT_PREFIX, SHADOW_PREFIX, TOKENIZER
+from mlmia.vocabulary.spec import DEFAULT_GROUP, DP_GROUP
 
 #: the named target of the default group: what `snakemake` builds
 ALL = "all"

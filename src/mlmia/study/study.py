@@ -1,7 +1,7 @@
 """The study a config describes: its experiments, tables, figures and findings, what each needs.
 
 `Study.from_config(config, workflow_dir)` validates a config (defaults filled in,
-`mlmia.study.schema.validate`) and a tables spec (experiments, row sets, tables, figures,
+`mlmia.vocabulary.schema.validate`) and a tables spec (experiments, row sets, tables, figures,
 findings: `config/tables.yaml`, or generated from an `audit:` section). It knows which
 experiments each table, figure and finding reads, which attacks, thresholds, alphas and FPRs
 each experiment's metrics must hold, and where every result of the run lies
@@ -17,14 +17,18 @@ from pathlib import Path
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.data.datasets import count_rows, declared_sources
-from mlmia.data.manifest import TRAINED_ROLES
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
 from mlmia.shadow.split import shadow_model_settings
 from mlmia.study.audit import audit_spec
-from mlmia.study.experiment import NEIGHBOUR_SET, Experiment
-from mlmia.study.layout import (
+from mlmia.study.needs import ExperimentNeeds
+from mlmia.study.optional import without_optional
+from mlmia.study.plans import Plans
+from mlmia.study.pools import ReferencePools
+from mlmia.study.validation import Validation, check_config
+from mlmia.vocabulary.experiment import NEIGHBOUR_SET, Experiment
+from mlmia.vocabulary.layout import (
     CANARY_TOKENIZER,
     CORPORA,
     ONE_RUN_CORPUS,
@@ -39,13 +43,9 @@ from mlmia.study.layout import (
     model_dir,
     table_files,
 )
-from mlmia.study.needs import ExperimentNeeds
-from mlmia.study.optional import without_optional
-from mlmia.study.plans import Plans
-from mlmia.study.pools import ReferencePools
-from mlmia.study.schema import defaults, load_yaml, schema_path, validate
-from mlmia.study.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
-from mlmia.study.validation import Validation, check_config
+from mlmia.vocabulary.manifest import TRAINED_ROLES
+from mlmia.vocabulary.schema import defaults, load_yaml, schema_path, validate
+from mlmia.vocabulary.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
 
 #: model keys that are not training settings (where the model comes from)
 NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text")

@@ -10,8 +10,8 @@ from mlmia.core.errors import UserError
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
-from mlmia.study.layout import CORPORA, ONE_RUN_CORPUS
-from mlmia.study.spec import COUNT_METRICS, METRICS, THRESHOLD_METRICS, Cell, figure_attacks, figure_experiments
+from mlmia.vocabulary.layout import CORPORA, ONE_RUN_CORPUS
+from mlmia.vocabulary.spec import COUNT_METRICS, METRICS, THRESHOLD_METRICS, Cell, figure_attacks, figure_experiments
 
 
 def check_config(config: dict) -> None:

@@ -32,7 +32,6 @@ import pandas as pd
 from mlmia.attacks.base import Attack, get_attack
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.logs import get_logger
-from mlmia.data.manifest import ROLES
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.classification import (
     heldin_mean_threshold,
@@ -43,7 +42,8 @@ from mlmia.metrics.classification import (
     roc,
 )
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.scoring.layout import PATTERN_SIZES, TOKEN_COLUMNS
+from mlmia.vocabulary.manifest import ROLES
+from mlmia.vocabulary.scores import PATTERN_SIZES, TOKEN_COLUMNS
 
 PROTOCOLS = ("published", "corrected")
 LEVELS = ("sample", "patient")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from mlmia.core.errors import UserError
-from mlmia.scoring.layout import ENERGY_KINDS as ENERGIES
+from mlmia.vocabulary.scores import ENERGY_KINDS as ENERGIES
 
 LEVELS = ("sample", "patient")
 #: the suffix of a sample table's neighbours (mlmia.scoring.neighbours): "clinical~neighbours"

@@ -16,6 +16,8 @@ TRAINED_ROLES = ("member", "member_heldin")
 #: population sample with its neighbours (the neighbourhood attack scores these roles only), so
 #: a population sample's neighbours are made but never scored (a fifth of the neighbour scoring)
 NEIGHBOUR_ROLES = (*TRAINED_ROLES, "nonmember")
+#: the neighbour table's column naming the sample a neighbour was made from (mlmia.scoring.neighbours)
+NEIGHBOUR_OF = "neighbour_of"
 MANIFEST_COLUMNS = ["sample_id", "group_id", "text", "role", "source", "length", "n_tokens"]
 
 #: length buckets in content tokens (word pieces without [CLS]/[SEP])
