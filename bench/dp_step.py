@@ -2,17 +2,17 @@
 
 For one batch of training lines and one model, the median wall time (and CPU time) of:
 
-- ``plain``: the non-private loop's step (`mlmia.models.training.masked_lm_loss`, backward, AdamW),
+- ``plain``: the plain step (`mlmia.models.training.masked_lm_loss`, backward, AdamW),
   the batch's lines in the length chunks the ghost path uses, their gradients accumulated (the
-  plain loop's length-grouped batches carry as little padding);
+  plain step's length-grouped batches carry as little padding);
 - ``per_sample``: a DP-SGD step with Opacus' per-sample gradients (hooks), every parameter trained
   (the word embeddings too: the only path while they are tied and trained), the whole batch
-  padded to its longest line as `train_mlm_dp` runs it;
+  padded to its longest line as DP-SGD's step runs it;
 - ``plain, frozen``: the plain step with the word embeddings frozen (`freeze: [word_embeddings]`);
 - ``ghost, frozen``: a DP-SGD step with ghost clipping on that model, in length chunks
   (`mlmia.defences.clipping.ghost_clipped_sum`: the DP targets' path);
 
-each DP step as `mlmia.defences.dp_sgd.train_mlm_dp` takes it (the rows' losses of
+each DP step as `mlmia.defences.dp_sgd.DpSgdStep` takes it (the rows' losses of
 `per_unit_loss`, clipping, noise, AdamW), on the same masks. The ratio that matters is a DP step
 against the plain step of the same model: ``ghost, frozen`` / ``plain, frozen``.
 

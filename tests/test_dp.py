@@ -259,7 +259,7 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
 class RowWeighted(BertMLM):
     """BERT's masks with a weight per row on each masked position, the loss the weighted sum over a
     row (per row) or over the batch divided by its rows: the shape a masked-diffusion objective's
-    1 / t weighting takes, here only to show that the loops need no change for it."""
+    1 / t weighting takes, here only to show that neither step of the loop needs a change for it."""
 
     name = "row_weighted"
 
@@ -276,12 +276,12 @@ class RowWeighted(BertMLM):
         return (ce * weights).sum(dim=1)
 
 
-def test_a_weighted_objective_runs_in_both_loops_as_they_are(tok_dir, tmp_path):
-    """An objective with loss weights (`MaskedBatch.weights`) goes through the plain loop's
+def test_a_weighted_objective_runs_in_both_steps_as_they_are(tok_dir, tmp_path):
+    """An objective with loss weights (`MaskedBatch.weights`) goes through the plain step's
     flattened loss and DP-SGD's per-row losses alike, and the two agree on a batch."""
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from mlmia.defences.dp_sgd import train_mlm_dp
+    from mlmia.defences.dp_sgd import DpSgdStep
     from mlmia.models.training import masked_lm_loss
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
@@ -299,8 +299,8 @@ def test_a_weighted_objective_runs_in_both_loops_as_they_are(tok_dir, tmp_path):
     assert float(flat) == pytest.approx(float(rows.mean()), rel=1e-5) and not torch.allclose(rows, rows.mean())
     config = {**TINY, "epochs": 1}
     plain = train_mlm(TEXTS, tok_dir, tmp_path / "plain", config=config, device="cpu", objective=objective)
-    private = train_mlm_dp(TEXTS, tok_dir, tmp_path / "dp", config={**config, "dp": {"epsilon": 8}}, device="cpu",
-                           objective=objective)  # fmt: skip
+    private = train_mlm(TEXTS, tok_dir, tmp_path / "dp", config={**config, "dp": {"epsilon": 8}}, device="cpu",
+                        objective=objective, step=DpSgdStep())  # fmt: skip
     assert plain["config"]["objective"] == private["config"]["objective"] == "row_weighted"
     assert math.isfinite(plain["final_loss"]) and math.isfinite(private["final_loss"])
 

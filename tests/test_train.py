@@ -332,10 +332,10 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
 def test_packed_training_covers_every_line_and_learns(tok_dir, tmp_path):
     import numpy as np
 
-    from mlmia.models.training import _pack
+    from mlmia.models.training_batches import pack_lines
 
     lines = [np.arange(10 * i, 10 * i + 1 + i % 7) for i in range(40)]
-    blocks = _pack(lines, 16, np.random.default_rng(0), sep_id=-1)
+    blocks = pack_lines(lines, 16, np.random.default_rng(0), sep_id=-1)
     stream = np.concatenate(blocks)
     assert all(len(b) == 16 for b in blocks[:-1])
     assert len(stream) == sum(len(x) + 1 for x in lines)

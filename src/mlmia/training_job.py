@@ -1,7 +1,7 @@
-"""The job that trains one masked language model: the plain loop, or DP-SGD for a model with a
-`dp` setting. The choice is made here, where the job starts, so that the models
-(`mlmia.models.training.train_mlm`) know nothing of the defence built on them
-(`mlmia.defences.dp_sgd.train_mlm_dp`).
+"""The job that trains one masked language model: the one training loop
+(`mlmia.models.training.train_mlm`) with its plain step, or with DP-SGD's
+(`mlmia.defences.dp_sgd.DpSgdStep`) for a model with a `dp` setting. The two are composed here,
+where the job starts, so that the models know nothing of the defence built on them.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from mlmia.core.errors import UserError
 from mlmia.core.io import read_table, require_columns
-from mlmia.defences.dp_sgd import dp_settings, train_mlm_dp
+from mlmia.defences.dp_sgd import DpSgdStep, dp_settings
 from mlmia.models.objectives import check_dp_objective
 from mlmia.models.training import model_settings, train_mlm
 
@@ -42,17 +41,13 @@ def train_model(
     groups: Sequence | None = None,
 ) -> dict:
     """Train the model `config` describes on `texts` into `out_dir`: `train_mlm` (arguments as
-    there), or `train_mlm_dp` when the config has a `dp` setting; `groups`: each text's patient
-    (`group_id`), which DP-SGD needs for its patient-level guarantee or its patient units.
-    Returns the run's summary (train_info.json)."""
+    there), with DP-SGD's step (`DpSgdStep`) when the config has a `dp` setting; `groups`: each
+    text's patient (`group_id`), which DP-SGD needs for its patient-level guarantee or its patient
+    units. Returns the run's summary (train_info.json)."""
     cfg = training_settings(config)
-    common = {"config": cfg, "init_dir": init_dir, "threads": threads, "device": device, "max_steps": max_steps,
-              "log_every": log_every, "name": name}  # fmt: skip
-    if cfg["dp"] is None:
-        return train_mlm(texts, tokenizer_dir, out_dir, save_epochs=save_epochs, **common)
-    if save_epochs:
-        raise UserError("train_model: save_epochs is not offered with dp (one accountant per run)")
-    return train_mlm_dp(texts, tokenizer_dir, out_dir, groups=groups, **common)
+    return train_mlm(texts, tokenizer_dir, out_dir, config=cfg, init_dir=init_dir, threads=threads, device=device,
+                     max_steps=max_steps, log_every=log_every, name=name, save_epochs=save_epochs, groups=groups,
+                     step=None if cfg["dp"] is None else DpSgdStep())  # fmt: skip
 
 
 def train_from_table(

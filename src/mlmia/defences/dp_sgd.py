@@ -1,4 +1,8 @@
-"""DP-SGD training of BERT masked language models with Opacus.
+"""DP-SGD training of BERT masked language models with Opacus: `DpSgdStep`, the step that the
+one masked-LM training loop (`mlmia.models.training.train_mlm`) is given for a model with a `dp`
+setting (`mlmia.training_job` composes the two). The loop does what every run does (settings,
+seeds, tokenizer, model, the lines, AdamW and its schedule, the batch builder, the epochs, the
+record, the save); the step draws the batches and takes each private step.
 
 DP-SGD (Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar and Zhang, "Deep learning with
 differential privacy", CCS 2016): every step draws a batch by Poisson sampling (each unit in
@@ -28,7 +32,8 @@ default the mean cross-entropy over its masked positions), then the mean over a 
 so that no unit's gradient depends on another unit's data (a batch-wide mean over masked tokens
 would make it do so, and break the sensitivity argument).
 The LM head runs on each row's masked positions, gathered per row (per-sample gradients need
-the rows to stay the batch dimension; the non-private loop flattens them instead).
+the rows to stay the batch dimension; the plain step flattens them instead). The batches are
+built as the plain step's (`mlmia.models.training_batches.BatchBuilder`: crop, pad, mask, offset).
 Position ids are passed per row (Opacus needs a batch dimension on every embedding input).
 BERT ties the output projection to the word embeddings: Opacus adds both uses' per-sample
 gradients; the LM head's own `bias` is the decoder's bias, accounted for by the decoder's hook
@@ -48,10 +53,11 @@ norm 1e20, its noise multiplier scaled so that the noise stays sigma C; ``wrong_
 the accountant is told q / 10 (sigma is chosen for it, and the epsilon reported is for it) while
 the batches are drawn with q.
 
-`epsilon: null` trains in the same loop (Poisson sampling, per-unit loss) without
+`epsilon: null` trains with the same step (Poisson sampling, per-unit loss) without
 clipping or noise: the non-private baseline that differs from the private targets only in the
-privacy mechanism. Randomness: batches from a seeded generator, noise from another (seeded;
-Opacus' `secure_mode` is off, so the noise is not cryptographically secure, as usual for
+privacy mechanism. Randomness: the loop's streams (`mlmia.models.training`), the Poisson
+batches from Opacus' data loader seeded `seed` + 2, the noise from a generator seeded `seed` + 3
+(Opacus' `secure_mode` is off, so the noise is not cryptographically secure, as usual for
 research). The tokenizer is not trained privately: the guarantee is for the weights given
 the tokenizer (docs/dp.md).
 """
@@ -59,9 +65,7 @@ the tokenizer (docs/dp.md).
 from __future__ import annotations
 
 import math
-import os
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -78,11 +82,7 @@ from mlmia.defences.clipping import (
     unregister_head_bias,
 )
 from mlmia.defences.gradient_canaries import GradientCanaries, canary_settings
-from mlmia.models.loading import load_tokenizer, resolve_device
-from mlmia.models.objectives import Objective, check_dp_objective, make_objective
-from mlmia.models.optimizer import adamw_with_schedule
-from mlmia.models.run_record import RunRecord
-from mlmia.models.training import initial_model, model_settings, save_model
+from mlmia.models.objectives import Objective, check_dp_objective
 from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
@@ -199,255 +199,205 @@ def accountant_epsilon(accountant: str, sigma: float, sample_rate: float, steps:
     return float(found.get_epsilon(delta)) if steps else 0.0
 
 
-def train_mlm_dp(
-    texts: Sequence[str],
-    tokenizer_dir: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    config: dict | None = None,
-    init_dir: str | os.PathLike | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
-    max_steps: int | None = None,
-    log_every: int = 20,
-    name: str | None = None,
-    groups: Sequence | None = None,
-    objective: Objective | None = None,
-) -> dict:
-    """Train a BertForMaskedLM on `texts` with DP-SGD (the model setting `dp`; module docstring)
-    and save it as `mlmia.models.training.train_mlm` does (model, tokenizer, train_log.csv,
-    train_curve.png, train_info.json); train_info.json also holds `dp`: the accountant's
-    epsilon and delta, sigma, C, q, steps, the share of unit gradients that were clipped, and
-    the patient-level guarantee. `groups`: each text's patient (`group_id`), for the
-    patient-level guarantee (unit sample) or the patient units (unit patient). `objective`: as
-    for `train_mlm` (its `row_loss` gives each row's loss)."""
-    import torch
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
+class DpSgdStep:
+    """DP-SGD as the step of the masked-LM training loop (`mlmia.models.training.train_mlm`, a
+    `TrainingStep`; module docstring): the units (lines, or patients), Opacus' Poisson batches of
+    them (its data loader, seeded `seed` + 2), each unit's loss on its own rows, its gradient
+    clipped (per-sample gradients, pooled per patient, or ghost clipping), the noise (a generator
+    seeded `seed` + 3), the fault, the gradient canaries, and the `dp` record of train_info.json
+    (the accountant's epsilon and delta, sigma, C, q, steps, the share of unit gradients that were
+    clipped, and the patient-level guarantee). Every batch has position ids per row (Opacus needs
+    a batch dimension on every embedding input); checkpoints are not offered (one accountant per
+    run). One object per run."""
 
-    cfg = model_settings(config)
-    dp = dp_settings(cfg["dp"])
-    cfg["dp"] = dp  # train_info.json records the setting with its defaults
-    if cfg["pack"]:
-        raise UserError("model config: dp needs pack: false (a packed block mixes lines, so no line is one unit)")
-    torch.set_num_threads(max(1, int(threads)))
-    dev = resolve_device(device)
-    seed = int(cfg["seed"])
-    torch.manual_seed(seed)
-    if groups is not None and len(groups) != len(texts):
-        raise UserError(f"train_mlm: {len(groups)} patient ids for {len(texts)} texts")
-    keep = [i for i, t in enumerate(texts) if str(t).strip()]
-    texts = [str(texts[i]) for i in keep]
-    if not texts:
-        raise UserError("train_mlm: no training text")
-    group_ids = None if groups is None else np.asarray([str(groups[i]) for i in keep], dtype=object)
-    if dp["unit"] == "patient" and group_ids is None:
-        raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
-    tokenizer = load_tokenizer(tokenizer_dir)
-    if objective is None:
-        objective = make_objective(cfg, tokenizer)
-    check_dp_objective(objective)
-    cfg["objective"] = objective.name
-    out_dir = Path(out_dir)
-    record = RunRecord(name or out_dir.name, log_every)
-    quiet_opacus_warnings()
-    model = initial_model(cfg, tokenizer, init_dir)
-    model.to(dev)
-    model.train()
+    row_positions = True
+    checkpoints = False
 
-    enc = tokenizer(
-        texts,
-        truncation=True,
-        max_length=int(cfg["max_length"]),
-        add_special_tokens=True,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    seqs = [np.asarray(x, dtype=np.int64) for x in enc["input_ids"]]
-    n_tokens = int(sum(len(s) for s in seqs))
-    special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)))
-    pad_id = tokenizer.pad_token_id
+    def settings(self, cfg: dict, groups) -> dict:
+        dp = dp_settings(cfg["dp"])
+        cfg["dp"] = dp  # train_info.json records the setting with its defaults
+        if cfg["pack"]:
+            raise UserError("model config: dp needs pack: false (a packed block mixes lines, so no line is one unit)")
+        if dp["unit"] == "patient" and groups is None:
+            raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
+        quiet_opacus_warnings()
+        self.cfg, self.dp = cfg, dp
+        return cfg
 
-    # the units and, per unit, its lines
-    if group_ids is not None:
-        patients, line_patient = np.unique(group_ids, return_inverse=True)
-        per_patient = np.bincount(line_patient)
-        k_max = int(per_patient.max())
-    else:
-        patients, line_patient, per_patient, k_max = None, None, None, None
-    if dp["unit"] == "patient":
-        unit_lines = [np.nonzero(line_patient == u)[0] for u in range(len(patients))]
-    else:
-        unit_lines = None
-    n_units = len(unit_lines) if unit_lines is not None else len(seqs)
-    delta = float(dp["delta"]) if dp["delta"] is not None else 1.0 / n_units
+    def check(self, objective: Objective) -> None:
+        check_dp_objective(objective)
 
-    batch_size = int(cfg["batch_size"])
-    epochs = int(cfg["epochs"])
-    loader = DataLoader(
-        TensorDataset(torch.arange(n_units)), batch_size=batch_size, generator=torch.Generator().manual_seed(seed + 2)
-    )
-    steps_per_epoch = len(loader)
-    total_steps = steps_per_epoch * epochs
-    if max_steps is not None:
-        total_steps = min(total_steps, int(max_steps))
-    base_optim, sched = adamw_with_schedule(
-        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
-    )
-    engine = PrivacyEngine(accountant=dp["accountant"])
-    noise_gen = torch.Generator(device=dev).manual_seed(seed + 3)
-    common = {"module": model, "optimizer": base_optim, "data_loader": loader, "poisson_sampling": True,
-              "loss_reduction": "mean", "noise_generator": noise_gen}  # fmt: skip
-    private = dp["epsilon"] is not None
-    clip = float(dp["max_grad_norm"]) if private else NO_CLIP
-    sample_rate = 1.0 / steps_per_epoch  # what the batches are drawn with (Opacus' Poisson sampler)
-    # the rate the accountant is told: the training's, but for the fault that tells it q / 10
-    claimed_rate = sample_rate / 10.0 if dp["fault"] == "wrong_sampling_rate" else sample_rate
-    sigma = 0.0
-    if private:  # as Opacus' make_private_with_epsilon, for the claimed rate over the planned steps
+    def plan(self, seqs: list[np.ndarray], groups: list[str] | None, tokenizer) -> int:  # noqa: ARG002
+        """The units (each line, or each patient's lines) and Opacus' data loader of their indices."""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        self.seqs = seqs
+        if groups is not None:
+            self.patients, line_patient = np.unique(np.asarray(groups, dtype=object), return_inverse=True)
+            self.per_patient = np.bincount(line_patient)
+            self.k_max = int(self.per_patient.max())
+        else:
+            self.patients, line_patient, self.per_patient, self.k_max = None, None, None, None
+        self.unit_lines = None
+        if self.dp["unit"] == "patient":
+            self.unit_lines = [np.nonzero(line_patient == u)[0] for u in range(len(self.patients))]
+        self.n_units = len(self.unit_lines) if self.unit_lines is not None else len(seqs)
+        self.delta = float(self.dp["delta"]) if self.dp["delta"] is not None else 1.0 / self.n_units
+        self.loader = DataLoader(TensorDataset(torch.arange(self.n_units)), batch_size=int(self.cfg["batch_size"]),
+                                 generator=torch.Generator().manual_seed(int(self.cfg["seed"]) + 2))  # fmt: skip
+        return len(self.loader)
+
+    def start(self, model, optimizer, scheduler, build, device) -> None:
+        """Make the model, optimizer and loader private (Opacus), with the fault and the canaries."""
+        import torch
+        from opacus import PrivacyEngine
+
+        dp = self.dp
+        engine = PrivacyEngine(accountant=dp["accountant"])
+        noise_gen = torch.Generator(device=device).manual_seed(int(self.cfg["seed"]) + 3)
+        common = {"module": model, "optimizer": optimizer, "data_loader": self.loader, "poisson_sampling": True,
+                  "loss_reduction": "mean", "noise_generator": noise_gen}  # fmt: skip
+        self.private = dp["epsilon"] is not None
+        clip = float(dp["max_grad_norm"]) if self.private else NO_CLIP
+        self.sample_rate = 1.0 / len(self.loader)  # what the batches are drawn with (Opacus' Poisson sampler)
+        # the rate the accountant is told: the training's, but for the fault that tells it q / 10
+        self.claimed_rate = self.sample_rate / 10.0 if dp["fault"] == "wrong_sampling_rate" else self.sample_rate
+        self.sigma = self._noise_multiplier() if self.private else 0.0
+        self.mode = clipping_mode(dp, model)
+        self.restore_head_bias = unregister_head_bias(model)
+        if self.mode == "ghost":  # the criterion Opacus asks for is never called: the loss is per_unit_loss's rows
+            self.gsm, self.optim, _, self.loader = engine.make_private(
+                **common, noise_multiplier=self.sigma, max_grad_norm=clip, grad_sample_mode="ghost",
+                criterion=torch.nn.CrossEntropyLoss())  # fmt: skip
+        else:
+            self.gsm, self.optim, self.loader = engine.make_private(**common, noise_multiplier=self.sigma,
+                                                                    max_grad_norm=clip)  # fmt: skip
+        self.divisor = float(self.optim.expected_batch_size)
+        _apply_fault(self.optim, self.gsm, dp["fault"], self.mode)
+        self.canaries = None
+        if dp["canaries"] is not None:
+            self.canaries = GradientCanaries(dp["canaries"], float(dp["max_grad_norm"]), self.sample_rate, device)
+            self.canaries.attach(self.optim)
+            # the schedule again, now over the canaries' group too (its rate is 0 whatever the factor)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, [*scheduler.lr_lambdas, scheduler.lr_lambdas[0]])
+        self.scheduler, self.build, self.device = scheduler, build, device
+        self.trained_params = [p for p in self.gsm._module.parameters() if p.requires_grad]  # not the canaries'
+        self.clipped, self.seen, self.empty = 0, 0, 0
+        log.info("DP-SGD (%s): %d %s units, expected batch %d, target eps %s at delta %.3g, sigma %.4g, C %g, "
+                 "%s gradient canaries, fault %s", dp["accountant"], self.n_units, dp["unit"], self.cfg["batch_size"],
+                 dp["epsilon"], self.delta, self.sigma, clip, self.canaries.count if self.canaries else "no",
+                 dp["fault"] or "none")  # fmt: skip
+
+    def _noise_multiplier(self) -> float:
+        """sigma as Opacus' make_private_with_epsilon finds it, for the claimed rate over the planned steps."""
         from opacus.accountants.utils import get_noise_multiplier
 
         try:
-            sigma = get_noise_multiplier(target_epsilon=float(dp["epsilon"]), target_delta=delta,
-                                         sample_rate=claimed_rate, steps=int(epochs / sample_rate),
-                                         accountant=dp["accountant"])  # fmt: skip
+            return get_noise_multiplier(target_epsilon=float(self.dp["epsilon"]), target_delta=self.delta,
+                                        sample_rate=self.claimed_rate,
+                                        steps=int(int(self.cfg["epochs"]) / self.sample_rate),
+                                        accountant=self.dp["accountant"])  # fmt: skip
         except ValueError as exc:  # Opacus: "The privacy budget is too low."
-            raise UserError(f"model config: dp.epsilon {dp['epsilon']}: no noise level reaches it ({exc})") from None
-    mode = clipping_mode(dp, model)
-    restore_head_bias = unregister_head_bias(model)
-    if mode == "ghost":  # the criterion Opacus asks for is never called: the loss is per_unit_loss's rows
-        gsm, optim, _, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip,
-                                                    grad_sample_mode="ghost", criterion=torch.nn.CrossEntropyLoss())  # fmt: skip
-    else:
-        gsm, optim, loader = engine.make_private(**common, noise_multiplier=sigma, max_grad_norm=clip)
-    divisor = float(optim.expected_batch_size)
-    _apply_fault(optim, gsm, dp["fault"], mode)
-    canaries = None
-    if dp["canaries"] is not None:
-        canaries = GradientCanaries(dp["canaries"], float(dp["max_grad_norm"]), sample_rate, dev)
-        canaries.attach(optim)
-        # the schedule again, now over the canaries' group too (its rate is 0 whatever the factor)
-        sched = torch.optim.lr_scheduler.LambdaLR(base_optim, [*sched.lr_lambdas, sched.lr_lambdas[0]])
-    net = gsm._module
-    trained = [p for p in net.parameters() if p.requires_grad]  # the model's (not the canaries')
+            raise UserError(
+                f"model config: dp.epsilon {self.dp['epsilon']}: no noise level reaches it ({exc})"
+            ) from None
 
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    max_offset = int(cfg["position_offset"])
-    crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
-    log.info(
-        "%s: DP-SGD (%s), %d texts in %d %s units, %d tokens, %d epochs, %d steps, expected batch %d, lr %g, "
-        "target eps %s at delta %.3g, sigma %.4g, C %g, %s gradient canaries, fault %s, %d thread(s), device %s",
-        record.name, dp["accountant"], len(seqs), n_units, dp["unit"], n_tokens, epochs, total_steps,
-        batch_size, cfg["lr"], dp["epsilon"], delta, sigma, clip, canaries.count if canaries else "no",
-        dp["fault"] or "none", threads, dev,
-    )  # fmt: skip
+    def epoch(self, rng):  # noqa: ARG002 (the Poisson batches come from the loader's own generator)
+        """The epoch's Poisson batches: (units drawn, their lines, and for patient units each line's
+        unit in the batch and its weight, 1 / the patient's lines)."""
+        import torch
 
-    step = 0
-    clipped, seen, empty = 0, 0, 0
-    record.start(total_steps)
-    done = False
-    epoch = 0
-    for epoch in range(1, epochs + 1):
-        for (drawn,) in loader:
+        for (drawn,) in self.loader:
             units = drawn.tolist()
-            if unit_lines is not None:
-                lines = np.concatenate([unit_lines[u] for u in units]) if units else np.zeros(0, dtype=np.int64)
-                owner = torch.from_numpy(np.repeat(np.arange(len(units)), [len(unit_lines[u]) for u in units]))
-                weights = 1.0 / torch.from_numpy(per_patient[np.asarray(units, dtype=np.int64)][owner.numpy()])
-            else:
-                lines = np.asarray(units, dtype=np.int64)
-            optim.zero_grad(set_to_none=True)
-            if len(lines) == 0:
-                _empty_batch(optim, mode)
-                empty += 1
-            else:
-                rows_ids = [seqs[i] for i in lines]
-                if crop_prob > 0:  # random left crop, as in train_mlm
-                    cut = rng.integers(1, crop_max + 1, size=len(rows_ids))
-                    use = rng.random(len(rows_ids)) < crop_prob
-                    rows_ids = [
-                        np.concatenate([u[:1], u[1 + min(c, max(0, len(u) - 5)) :]]) if k else u
-                        for u, c, k in zip(rows_ids, cut, use)
-                    ]
-                width = max(len(u) for u in rows_ids)
-                ids = torch.full((len(rows_ids), width), pad_id, dtype=torch.long)
-                for r, u in enumerate(rows_ids):
-                    ids[r, : len(u)] = torch.from_numpy(u)
-                attn = (ids != pad_id).long()
-                batch = objective.mask(ids, torch.isin(ids, special_ids), gen)
-                off = (
-                    torch.randint(0, max_offset + 1, (len(rows_ids), 1), generator=gen)
-                    if max_offset
-                    else torch.zeros((len(rows_ids), 1), dtype=torch.long)
-                )
-                pos = torch.arange(width).unsqueeze(0) + off
-                if mode == "ghost":
-                    loss, norms = ghost_clipped_sum(gsm, optim, trained, objective, batch, attn, pos, dev)
-                else:
-                    loss = per_unit_loss(net, objective, batch.to(dev), attn.to(dev), pos.to(dev)).mean()
-                    loss.backward()
-                    if unit_lines is not None:  # the patient's gradient: the mean of its lines'
-                        for p in trained:
-                            p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), len(units))
-                    with torch.no_grad():
-                        norms = unit_norms(trained)
-                clipped += int((norms > optim.max_grad_norm).sum())  # what the optimizer clips
-                seen += len(norms)
-                record.add_loss(float(loss.detach()))
-            if canaries is not None:
-                canaries.add_rows(len(units))
-            optim.step()  # clip, noise, scale; the step hook (accountant, canaries); AdamW
-            sched.step()
-            step += 1
-            record.end_step(epoch, step, base_optim.param_groups[0]["lr"])
-            if step >= total_steps:
-                done = True
-                break
-        if done:
-            break
-    record.finish(epoch, step, base_optim.param_groups[0]["lr"])
+            if self.unit_lines is None:
+                yield len(units), np.asarray(units, dtype=np.int64), None, None
+                continue
+            lines = np.concatenate([self.unit_lines[u] for u in units]) if units else np.zeros(0, dtype=np.int64)
+            owner = torch.from_numpy(np.repeat(np.arange(len(units)), [len(self.unit_lines[u]) for u in units]))
+            weights = 1.0 / torch.from_numpy(self.per_patient[np.asarray(units, dtype=np.int64)][owner.numpy()])
+            yield len(units), lines, owner, weights
 
-    # the accountant's epsilon for the claim (sigma, the claimed rate, the steps run): for a run
-    # without fault the same as Opacus' step hook records, for a faulty one what it would claim
-    epsilon = accountant_epsilon(dp["accountant"], sigma, claimed_rate, step, delta) if private else math.inf
-    model = gsm.to_standard_module()
-    restore_head_bias(model)
-    model.eval()
-    save_model(model, tokenizer, out_dir)
-    if canaries is not None:
-        canaries.save(out_dir)
-    info_dp = {
-        "unit": dp["unit"],
-        "target_epsilon": dp["epsilon"],
-        "epsilon": epsilon if private else None,
-        "delta": delta,
-        "accountant": dp["accountant"],
-        "noise_multiplier": sigma,
-        "max_grad_norm": float(dp["max_grad_norm"]) if private else None,
-        "sample_rate": claimed_rate,
-        "expected_batch_size": n_units * claimed_rate,
-        "gradient_divisor": divisor,
-        "fault": dp["fault"],
-        "canaries": canaries.facts() if canaries is not None else None,
-        "units": n_units,
-        "steps": step,
-        "empty_batches": empty,
-        "clipped_share": clipped / seen if seen else None,
-        "clipping": mode,
-        "poisson_sampling": True,
-        "secure_rng": False,
-    }
-    info_dp["patient_level"] = _patient_level(info_dp, k_max, patients)
-    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=step,
-                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
-                        extra={"dp": info_dp})  # fmt: skip
-    log.info(
-        "%s: done in %.1f s, final loss %.3f; accountant eps %.3f at delta %.3g (sigma %.4g, %d steps, %.0f%% of "
-        "unit gradients clipped, %d empty batches)",
-        info["name"], record.train_seconds, info["final_loss"], epsilon, delta, sigma, step,
-        100 * (info_dp["clipped_share"] or 0.0), empty,
-    )  # fmt: skip
-    return info
+    def __call__(self, drawn) -> float | None:
+        """One DP-SGD step: the clipped sum of the units' gradients (none for an empty batch), the
+        canaries' rows, then the optimizer's noise, scaling, step hook (accountant, canaries) and
+        AdamW. Returns the batch's mean unit loss (None for an empty batch)."""
+        units, lines, owner, weights = drawn
+        self.optim.zero_grad(set_to_none=True)
+        loss = None
+        if len(lines) == 0:
+            _empty_batch(self.optim, self.mode)
+            self.empty += 1
+        else:
+            loss = self._clipped_sum([self.seqs[i] for i in lines], owner, weights, units)
+        if self.canaries is not None:
+            self.canaries.add_rows(units)
+        self.optim.step()
+        self.scheduler.step()
+        return loss
+
+    def _clipped_sum(self, rows: list[np.ndarray], owner, weights, units: int) -> float:
+        """Each unit's gradient (ghost clipping: the sum of clipped ones), counted where the
+        optimizer clips it; returns the batch's mean unit loss."""
+        import torch
+
+        batch, attn, pos = self.build(rows)
+        dev, objective = self.device, self.build.objective
+        if self.mode == "ghost":
+            loss, norms = ghost_clipped_sum(self.gsm, self.optim, self.trained_params, objective, batch, attn, pos, dev)
+        else:
+            loss = per_unit_loss(self.gsm._module, objective, batch.to(dev), attn.to(dev), pos.to(dev)).mean()
+            loss.backward()
+            if owner is not None:  # the patient's gradient: the mean of its lines'
+                for p in self.trained_params:
+                    p.grad_sample = pool_by_unit(p.grad_sample, owner.to(dev), weights.to(dev), units)
+            with torch.no_grad():
+                norms = unit_norms(self.trained_params)
+        self.clipped += int((norms > self.optim.max_grad_norm).sum())  # what the optimizer clips
+        self.seen += len(norms)
+        return float(loss.detach())
+
+    def trained(self, model):
+        """The trained model without Opacus' hooks, its head's bias named again."""
+        model = self.gsm.to_standard_module()
+        self.restore_head_bias(model)
+        return model
+
+    def record(self, out_dir: Path, steps: int) -> dict:
+        """The canaries' observations saved; train_info.json's `dp`: the accountant's epsilon for
+        the claim (sigma, the claimed rate, the steps run: for a run without fault what Opacus'
+        step hook records, for a faulty one what it would claim) and the run's facts."""
+        dp = self.dp
+        epsilon = (accountant_epsilon(dp["accountant"], self.sigma, self.claimed_rate, steps, self.delta)
+                   if self.private else math.inf)  # fmt: skip
+        if self.canaries is not None:
+            self.canaries.save(out_dir)
+        info_dp = {
+            "unit": dp["unit"],
+            "target_epsilon": dp["epsilon"],
+            "epsilon": epsilon if self.private else None,
+            "delta": self.delta,
+            "accountant": dp["accountant"],
+            "noise_multiplier": self.sigma,
+            "max_grad_norm": float(dp["max_grad_norm"]) if self.private else None,
+            "sample_rate": self.claimed_rate,
+            "expected_batch_size": self.n_units * self.claimed_rate,
+            "gradient_divisor": self.divisor,
+            "fault": dp["fault"],
+            "canaries": self.canaries.facts() if self.canaries is not None else None,
+            "units": self.n_units,
+            "steps": steps,
+            "empty_batches": self.empty,
+            "clipped_share": self.clipped / self.seen if self.seen else None,
+            "clipping": self.mode,
+            "poisson_sampling": True,
+            "secure_rng": False,
+        }
+        info_dp["patient_level"] = _patient_level(info_dp, self.k_max, self.patients)
+        log.info("DP-SGD: accountant eps %.3f at delta %.3g (sigma %.4g, %d steps, %.0f%% of unit gradients clipped, "
+                 "%d empty batches)", epsilon, self.delta, self.sigma, steps,
+                 100 * (info_dp["clipped_share"] or 0.0), self.empty)  # fmt: skip
+        return {"dp": info_dp}
 
 
 def _patient_level(info_dp: dict, k_max: int | None, patients) -> dict:

@@ -33,7 +33,8 @@ from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_dev
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.tokenizer import encode_text
-from mlmia.models.training import _batches, save_model
+from mlmia.models.training import save_model
+from mlmia.models.training_batches import length_grouped_batches
 from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
@@ -188,7 +189,7 @@ def train_translation_model(
     record.start(total_steps)
     while step < total_steps:
         epoch += 1
-        for idx in _batches(lengths, batch_size, rng):
+        for idx in length_grouped_batches(lengths, batch_size, rng):
             loss = teacher_forced_loss(model, [src[i] for i in idx], [tgt[i] for i in idx], pad_id, start_id)
             optim.zero_grad(set_to_none=True)
             loss.backward()

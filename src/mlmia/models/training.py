@@ -1,14 +1,23 @@
 """Training BERT masked language models from scratch (the tokenizer: `mlmia.models.tokenizer`).
 
-- `train_mlm`: a BertForMaskedLM trained with the objective its config names
-  (`mlmia.models.objectives`; by default BERT's: 15% of the tokens masked, 80% [MASK], 10%
-  random, 10% kept, and the mean cross-entropy over them), the LM head evaluated only at the
-  masked positions (encoder -> gather the masked hidden states -> `model.cls`), AdamW with
-  linear warm-up and decay (`mlmia.models.optimizer`), seeded. Optionally starts from a saved
-  model (Base++ = Base trained longer). Saves the model and tokenizer with `save_pretrained`, and
-  the run's record (`mlmia.models.run_record`): `train_log.csv` (epoch, step, loss, lr,
-  seconds), `train_curve.png` and `train_info.json`. DP-SGD is another loop
-  (`mlmia.defences.dp_sgd`), chosen where the job starts (`mlmia.training_job`).
+- `train_mlm`: the one training loop of the masked language models. A BertForMaskedLM trained
+  with the objective its config names (`mlmia.models.objectives`; by default BERT's: 15% of the
+  tokens masked, 80% [MASK], 10% random, 10% kept, and the mean cross-entropy over them), AdamW
+  with linear warm-up and decay (`mlmia.models.optimizer`), seeded. Optionally starts from a
+  saved model (Base++ = Base trained longer). Saves the model and tokenizer with
+  `save_pretrained`, and the run's record (`mlmia.models.run_record`): `train_log.csv` (epoch,
+  step, loss, lr, seconds), `train_curve.png` and `train_info.json`.
+- The step it is given (`TrainingStep`) draws the batches and takes each optimiser step:
+  `PlainStep` by default (the LM head evaluated only at the masked positions: encoder -> gather
+  the masked hidden states -> `model.cls`), or DP-SGD's (`mlmia.defences.dp_sgd.DpSgdStep`:
+  Poisson batches, per-unit clipping, noise), which `mlmia.training_job` gives a model with a
+  `dp` setting. Every step builds its batches with one `BatchBuilder`
+  (`mlmia.models.training_batches`: crop, pad, mask, offset).
+
+Randomness, in this order whatever the step: torch's global seed (`seed`: the new model's
+weights, then dropout), a numpy generator seeded `seed` (the plain step's batches, the crops) and
+a torch generator seeded `seed` + 1 (each batch's masks, then its offsets); DP-SGD adds its own
+(Poisson batches `seed` + 2, noise `seed` + 3).
 
 Each training line is one sequence ([CLS] line [SEP]) in length-grouped random batches. With
 probability `crop_prob` a sequence loses its first 1..`crop_max` tokens for that step (the cut
@@ -24,8 +33,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -36,6 +46,7 @@ from mlmia.models.loading import load_tokenizer, resolve_device
 from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
+from mlmia.models.training_batches import BatchBuilder, length_grouped_batches, pack_lines
 from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
@@ -117,29 +128,6 @@ def model_settings(config: dict | None) -> dict:
     return out
 
 
-def _batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Length-grouped random batches: shuffle, sort within chunks of 50 batches, shuffle batches."""
-    order = rng.permutation(len(lengths))
-    chunk = batch_size * 50
-    batches = []
-    for start in range(0, len(order), chunk):
-        part = order[start : start + chunk]
-        part = part[np.argsort(lengths[part], kind="stable")]
-        batches.extend(part[i : i + batch_size] for i in range(0, len(part), batch_size))
-    return [batches[i] for i in rng.permutation(len(batches))]
-
-
-def _pack(lines: list[np.ndarray], block: int, rng: np.random.Generator, sep_id: int) -> list[np.ndarray]:
-    """One epoch of packed blocks (the `group_texts` recipe of transformers' run_mlm): the lines,
-    in a fresh random order, each followed by [SEP], concatenated and cut into blocks of `block`
-    tokens. Every sentence is trained, at varying positions and with varying left context, so the
-    model does not learn "a sentence starts at position 1" and scores stand-alone sentences fairly."""
-    order = rng.permutation(len(lines))
-    sep = np.array([sep_id], dtype=np.int64)
-    stream = np.concatenate([np.concatenate([lines[i], sep]) for i in order])
-    return [stream[i : i + block] for i in range(0, len(stream), block)]
-
-
 def save_model(model, tokenizer, directory: Path) -> None:
     """`save_pretrained` of the model and its tokenizer into `directory` (made if missing),
     without transformers' progress bars (they would reach the workflow's terminal)."""
@@ -161,7 +149,7 @@ def initial_model(cfg: dict, tokenizer, init_dir=None):
     """The BertForMaskedLM that training starts from, its `freeze` parts frozen (`freeze_parts`):
     the saved model in `init_dir` (its vocabulary must be the tokenizer's, or the tokenizer's
     without its added tokens; `cfg`'s max_length and position_offset are cut to its positions),
-    or a new one of `cfg`'s shape. Shared by `train_mlm` and DP-SGD (`mlmia.defences.dp_sgd`)."""
+    or a new one of `cfg`'s shape."""
     return freeze_parts(_starting_model(cfg, tokenizer, init_dir), cfg.get("freeze") or ())
 
 
@@ -215,6 +203,34 @@ def _starting_model(cfg: dict, tokenizer, init_dir=None):
     )
 
 
+# --------------------------------------------------------------------------------------------
+# the loop
+
+
+class TrainingStep(Protocol):
+    """How a run of `train_mlm` draws its batches and takes each optimiser step: `PlainStep` (the
+    default) or DP-SGD's (`mlmia.defences.dp_sgd.DpSgdStep`). The loop calls, in this order:
+    `settings` (before anything else), `check` (the objective), `plan` (once the lines are
+    tokenized: the units, and how many batches an epoch draws), `start` (once the optimiser is
+    made), then per epoch `epoch` (the batches, drawn lazily) and per batch the step itself
+    (`__call__`: its loss, None for a batch with no line), and after the loop `trained` (the model
+    to save) and `record` (once it is saved: what train_info.json adds)."""
+
+    #: the batch builder gives position ids to every batch (`BatchBuilder`)
+    row_positions: bool
+    #: `save_epochs` is offered
+    checkpoints: bool
+
+    def settings(self, cfg: dict, groups: Sequence | None) -> dict: ...
+    def check(self, objective: Objective) -> None: ...
+    def plan(self, seqs: list[np.ndarray], groups: list[str] | None, tokenizer) -> int: ...
+    def start(self, model, optimizer, scheduler, build: BatchBuilder, device) -> None: ...
+    def epoch(self, rng: np.random.Generator) -> Iterable: ...
+    def __call__(self, drawn) -> float | None: ...
+    def trained(self, model): ...
+    def record(self, out_dir: Path, steps: int) -> dict: ...
+
+
 def train_mlm(
     texts: Sequence[str],
     tokenizer_dir: str | os.PathLike,
@@ -228,159 +244,201 @@ def train_mlm(
     name: str | None = None,
     save_epochs: Sequence[int] = (),
     objective: Objective | None = None,
+    groups: Sequence | None = None,
+    step: TrainingStep | None = None,
 ) -> dict:
-    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`, without DP
-    (a model with a `dp` setting is trained by `mlmia.training_job.train_model`).
+    """Train a BertForMaskedLM on `texts` and save it (model + tokenizer) into `out_dir`; returns
+    the run's summary (train_info.json). `step`: how batches are drawn and each optimiser step
+    taken (`TrainingStep`; default `PlainStep`, no DP: a model with a `dp` setting is trained by
+    `mlmia.training_job.train_model`, which gives DP-SGD's step).
 
     `config`: a model entry's training settings (`model_settings`: sizes, epochs, batch_size,
     lr, ...). With `init_dir` the weights start from that saved model (its size settings win)
-    and `epochs` more are trained.
-    `max_steps` caps the number of optimiser steps (tests). `save_epochs`: also save a
-    checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the end of each of these epochs
-    (1..epochs; the learning-rate schedule is the whole run's; an epoch cut short by
-    `max_steps` is not saved). Returns a summary dict (with `checkpoints`, {epoch: directory},
-    when `save_epochs` is given). `objective`: the training objective (default: the one the
-    config names, `mlmia.models.objectives`)."""
+    and `epochs` more are trained. `max_steps` caps the number of optimiser steps (tests).
+    `save_epochs`: also save a checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the
+    end of each of these epochs (1..epochs; the learning-rate schedule is the whole run's; an
+    epoch cut short by `max_steps` is not saved); the summary then has `checkpoints`, {epoch:
+    directory}. `objective`: the training objective (default: the one the config names,
+    `mlmia.models.objectives`). `groups`: each text's patient (`group_id`), for the step that
+    needs them (DP-SGD's patient units and patient-level guarantee)."""
     import torch
 
-    cfg = model_settings(config)
-    if cfg["dp"] is not None:  # never silently without the DP that the config asks for
-        raise UserError("train_mlm: a model with a dp setting is trained by mlmia.training_job.train_model (DP-SGD)")
+    step = PlainStep() if step is None else step
+    cfg = step.settings(model_settings(config), groups)
+    checkpoints = _checkpoint_epochs(save_epochs, int(cfg["epochs"]), step)
     torch.set_num_threads(max(1, int(threads)))
     dev = resolve_device(device)
     seed = int(cfg["seed"])
     torch.manual_seed(seed)
-    texts = [str(t) for t in texts if str(t).strip()]
-    if not texts:
-        raise UserError("train_mlm: no training text")
+    texts, groups = _training_texts(texts, groups)
     tokenizer = load_tokenizer(tokenizer_dir)
-    if objective is None:
-        objective = make_objective(cfg, tokenizer)
+    objective = make_objective(cfg, tokenizer) if objective is None else objective
+    step.check(objective)
     cfg["objective"] = objective.name
     out_dir = Path(out_dir)
     record = RunRecord(name or out_dir.name, log_every)
-
     model = initial_model(cfg, tokenizer, init_dir)
     model.to(dev)
     model.train()
 
+    seqs = _tokenized(tokenizer, texts, cfg, model, init_dir)
+    n_tokens = int(sum(len(s) for s in seqs))
+    epochs = int(cfg["epochs"])
+    steps_per_epoch = step.plan(seqs, groups, tokenizer)
+    total_steps = steps_per_epoch * epochs if max_steps is None else min(steps_per_epoch * epochs, int(max_steps))
+    optim, sched = adamw_with_schedule(
+        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
+    )
+    rng = np.random.default_rng(seed)  # the batches and crops; the torch generator: masks and offsets
+    build = BatchBuilder(objective, tokenizer, cfg, rng, torch.Generator().manual_seed(seed + 1), step.row_positions)
+    step.start(model, optim, sched, build, dev)
+    log.info("%s: %d texts, %d tokens, %d epochs, %d steps, batch %d, lr %g, %d thread(s), device %s, init %s",
+             record.name, len(seqs), n_tokens, epochs, total_steps, cfg["batch_size"], cfg["lr"], threads, dev,
+             init_dir)  # fmt: skip
+    saved: dict[int, str] = {}
+
+    def epoch_done(epoch: int, steps: int) -> None:
+        if epoch in checkpoints:
+            saved[epoch] = _save_checkpoint(model, tokenizer, out_dir / f"epoch_{epoch}", epoch, steps)
+
+    record.start(total_steps)
+    epoch, steps = _run_epochs(step, record, rng, optim, epochs, total_steps, steps_per_epoch, epoch_done)
+    record.finish(epoch, steps, optim.param_groups[0]["lr"])
+
+    model = step.trained(model)
+    model.eval()
+    save_model(model, tokenizer, out_dir)
+    extra = step.record(out_dir, steps) | ({"checkpoints": saved} if checkpoints else {})
+    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=steps,
+                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
+                        extra=extra or None)  # fmt: skip
+    log.info("%s: done in %.1f s (%.0f tokens/s), final loss %.3f", info["name"], record.train_seconds,
+             info["tokens_per_second"], info["final_loss"])  # fmt: skip
+    return info
+
+
+def _training_texts(texts: Sequence[str], groups: Sequence | None) -> tuple[list[str], list[str] | None]:
+    """The texts that are not blank, and their patients (as strings; None without `groups`)."""
+    if groups is not None and len(groups) != len(texts):
+        raise UserError(f"train_mlm: {len(groups)} patient ids for {len(texts)} texts")
+    keep = [i for i, t in enumerate(texts) if str(t).strip()]
+    if not keep:
+        raise UserError("train_mlm: no training text")
+    return [str(texts[i]) for i in keep], None if groups is None else [str(groups[i]) for i in keep]
+
+
+def _tokenized(tokenizer, texts: list[str], cfg: dict, model, init_dir) -> list[np.ndarray]:
+    """Each text's token ids: [CLS] text [SEP] cut to `max_length`, or with `pack` the whole text
+    without special tokens (`pack_lines` cuts the blocks, which must fit a saved model's positions)."""
     pack = bool(cfg["pack"])
     max_len = int(cfg["max_length"])
-    block = int(cfg["block_size"])
     if pack:
+        block = int(cfg["block_size"])
         max_len = block + 2
         if max_len + int(cfg["position_offset"]) > (model.config.max_position_embeddings if init_dir else 10**9):
             raise UserError(
                 f"block_size {block} does not fit the saved model's {model.config.max_position_embeddings} positions"
             )
-    enc = tokenizer(
-        texts,
-        truncation=not pack,
-        max_length=max_len,
-        add_special_tokens=not pack,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    seqs = [np.asarray(x, dtype=np.int64) for x in enc["input_ids"]]
-    lengths = np.array([len(s) for s in seqs])
-    n_tokens = int(lengths.sum())
-    special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)))
-    pad_id = tokenizer.pad_token_id
-    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    enc = tokenizer(texts, truncation=not pack, max_length=max_len, add_special_tokens=not pack,
+                    return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
+    return [np.asarray(x, dtype=np.int64) for x in enc["input_ids"]]
 
-    batch_size = int(cfg["batch_size"])
-    epochs = int(cfg["epochs"])
-    n_units = math.ceil((n_tokens + len(seqs)) / block) if pack else len(seqs)
-    steps_per_epoch = math.ceil(n_units / batch_size)
-    total_steps = steps_per_epoch * epochs
-    if max_steps is not None:
-        total_steps = min(total_steps, int(max_steps))
+
+def _checkpoint_epochs(save_epochs: Sequence[int], epochs: int, step: TrainingStep) -> list[int]:
+    """The epochs after which to save a checkpoint, sorted; a UserError where the step offers none."""
     checkpoints = sorted({int(e) for e in save_epochs})
+    if checkpoints and not step.checkpoints:
+        raise UserError("train_mlm: save_epochs is not offered with dp (one accountant per run)")
     if checkpoints and not 1 <= checkpoints[0] <= checkpoints[-1] <= epochs:
         raise UserError(f"save_epochs must lie in 1..{epochs} (the epochs trained), got {checkpoints}")
-    saved: dict[int, str] = {}
+    return checkpoints
 
-    optim, sched = adamw_with_schedule(
-        model, lr=cfg["lr"], weight_decay=cfg["weight_decay"], warmup_ratio=cfg["warmup_ratio"], total_steps=total_steps
-    )
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    max_offset = int(cfg["position_offset"])
-    crop_prob, crop_max = float(cfg["crop_prob"]), max(1, int(cfg["crop_max"]))
 
-    step = 0
-    record.start(total_steps)
-    log.info(
-        "%s: %d texts, %d tokens, %d epochs, %d steps, batch %d, lr %g, %d thread(s), device %s, init %s",
-        record.name,
-        len(seqs),
-        n_tokens,
-        epochs,
-        total_steps,
-        batch_size,
-        cfg["lr"],
-        threads,
-        dev,
-        init_dir,
-    )
-    done = False
+def _run_epochs(step: TrainingStep, record: RunRecord, rng, optimizer, epochs: int, total_steps: int,
+                steps_per_epoch: int, epoch_done) -> tuple[int, int]:  # fmt: skip
+    """Up to `epochs` epochs of the step's batches, `total_steps` steps at most; after each epoch
+    run to its end, `epoch_done(epoch, steps)`. Returns (the last epoch, the steps taken)."""
+    steps = epoch = 0
     for epoch in range(1, epochs + 1):
-        if pack:
-            blocks = _pack(seqs, block, rng, sep_id)
-            units = [np.concatenate([[cls_id], b, [sep_id]]) for b in blocks]
-            batches = [np.arange(i, min(i + batch_size, len(units))) for i in range(0, len(units), batch_size)]
-        else:
-            units = seqs
-            batches = _batches(lengths, batch_size, rng)
-        epoch_start = step
-        for idx in batches:
-            rows_ids = [units[i] for i in idx]
-            if crop_prob > 0:  # random left crop, as packed training cuts lines at arbitrary points
-                cut = rng.integers(1, crop_max + 1, size=len(rows_ids))
-                use = rng.random(len(rows_ids)) < crop_prob
-                rows_ids = [
-                    np.concatenate([u[:1], u[1 + min(c, max(0, len(u) - 5)) :]]) if k else u
-                    for u, c, k in zip(rows_ids, cut, use)
-                ]
-            width = max(len(u) for u in rows_ids)
-            ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-            for r, u in enumerate(rows_ids):
-                ids[r, : len(u)] = torch.from_numpy(u)
-            attn = (ids != pad_id).long()
-            batch = objective.mask(ids, torch.isin(ids, special_ids), gen)
-            pos = None
-            if max_offset:  # random absolute offset per sequence: position-robust models
-                off = torch.randint(0, max_offset + 1, (len(idx), 1), generator=gen)
-                pos = (torch.arange(width).unsqueeze(0) + off).to(dev)
-            with training_autocast(dev, cfg["precision"]):
-                loss = masked_lm_loss(model, objective, batch.to(dev), attn.to(dev), position_ids=pos)
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optim.step()
-            sched.step()
-            step += 1
-            record.add_loss(float(loss.detach()))
-            record.end_step(epoch, step, optim.param_groups[0]["lr"])
-            if step >= total_steps:
-                done = True
+        first = steps
+        for drawn in step.epoch(rng):
+            loss = step(drawn)
+            steps += 1
+            if loss is not None:
+                record.add_loss(loss)
+            record.end_step(epoch, steps, optimizer.param_groups[0]["lr"])
+            if steps >= total_steps:
                 break
-        if epoch in checkpoints and step - epoch_start == len(batches):  # a completed epoch
-            saved[epoch] = _save_checkpoint(model, tokenizer, out_dir / f"epoch_{epoch}", epoch, step)
-        if done:
+        if steps - first == steps_per_epoch:  # a completed epoch
+            epoch_done(epoch, steps)
+        if steps >= total_steps:
             break
-    record.finish(epoch, step, optim.param_groups[0]["lr"])
+    return epoch, steps
 
-    model.eval()
-    save_model(model, tokenizer, out_dir)
-    info = record.write(out_dir, config=cfg, init_from=init_dir, n_texts=len(seqs), n_tokens=n_tokens, steps=step,
-                        epochs_run=epoch, steps_per_epoch=steps_per_epoch, threads=threads, device=dev, model=model,
-                        extra={"checkpoints": saved} if checkpoints else None)  # fmt: skip
-    log.info(
-        "%s: done in %.1f s (%.0f tokens/s), final loss %.3f",
-        info["name"],
-        record.train_seconds,
-        info["tokens_per_second"],
-        info["final_loss"],
-    )
-    return info
+
+# --------------------------------------------------------------------------------------------
+# the plain step
+
+
+class PlainStep:
+    """The non-private step (`TrainingStep`, `train_mlm`'s default): each epoch the lines in
+    length-grouped random batches (`length_grouped_batches`), or with `pack` the epoch's packed
+    blocks in order (`pack_lines`), each block between [CLS] and [SEP]; per batch the objective's
+    loss over the whole batch (`masked_lm_loss`, in the config's precision), its gradient clipped
+    to norm 1, AdamW."""
+
+    row_positions = False
+    checkpoints = True
+
+    def settings(self, cfg: dict, groups: Sequence | None) -> dict:  # noqa: ARG002 (no patients here)
+        if cfg["dp"] is not None:  # never silently without the DP that the config asks for
+            raise UserError("train_mlm: a model with a dp setting is trained by mlmia.training_job.train_model "
+                            "(DP-SGD)")  # fmt: skip
+        self.cfg = cfg
+        return cfg
+
+    def check(self, objective: Objective) -> None:
+        pass
+
+    def plan(self, seqs: list[np.ndarray], groups: list[str] | None, tokenizer) -> int:  # noqa: ARG002
+        self.seqs = seqs
+        self.lengths = np.array([len(s) for s in seqs])
+        self.batch_size = int(self.cfg["batch_size"])
+        self.block = int(self.cfg["block_size"]) if self.cfg["pack"] else 0
+        self.cls_id, self.sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        units = math.ceil((int(self.lengths.sum()) + len(seqs)) / self.block) if self.block else len(seqs)
+        return math.ceil(units / self.batch_size)
+
+    def start(self, model, optimizer, scheduler, build: BatchBuilder, device) -> None:
+        self.model, self.optimizer, self.scheduler, self.build, self.device = model, optimizer, scheduler, build, device
+
+    def epoch(self, rng: np.random.Generator) -> Iterator[list[np.ndarray]]:
+        if not self.block:
+            for idx in length_grouped_batches(self.lengths, self.batch_size, rng):
+                yield [self.seqs[i] for i in idx]
+            return
+        blocks = pack_lines(self.seqs, self.block, rng, self.sep_id)
+        units = [np.concatenate([[self.cls_id], b, [self.sep_id]]) for b in blocks]
+        for start in range(0, len(units), self.batch_size):
+            yield units[start : start + self.batch_size]
+
+    def __call__(self, rows: list[np.ndarray]) -> float:
+        import torch
+
+        batch, attn, pos = self.build(rows)
+        dev = self.device
+        with training_autocast(dev, self.cfg["precision"]):
+            loss = masked_lm_loss(self.model, self.build.objective, batch.to(dev), attn.to(dev),
+                                  position_ids=None if pos is None else pos.to(dev))  # fmt: skip
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.scheduler.step()
+        return float(loss.detach())
+
+    def trained(self, model):
+        return model
+
+    def record(self, out_dir: Path, steps: int) -> dict:  # noqa: ARG002 (nothing of its own)
+        return {}
