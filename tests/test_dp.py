@@ -332,6 +332,8 @@ def test_dp_settings_are_checked_in_one_line():
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="pack: false"):
         train_model(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
+    with pytest.raises(UserError, match="save_epochs is not offered with dp"):  # before any work
+        train_model(TEXTS, "unused", "unused", config={**TINY, "dp": {"epsilon": 1}}, save_epochs=[1])
     with pytest.raises(UserError, match="freeze must be a list of word_embeddings, embeddings"):
         training_settings({"freeze": ["encoder"]})
     with pytest.raises(UserError, match="mlmia.training_job"):  # the plain loop never drops the DP asked for

@@ -329,6 +329,36 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
     assert _fixed_mask_loss(model, tok, TEXTS) < _fixed_mask_loss(fresh, tok, TEXTS) - 1.0
 
 
+def test_one_batch_builder_for_the_plain_and_the_dp_step(tok_dir):
+    """`BatchBuilder` (crop, pad, mask, offset) as both steps use it: the same masks from the same
+    generators; position ids None for the plain step without offset, per-row positions from 0
+    for DP-SGD's; with an offset the same per-row positions for both; a crop keeps [CLS] and cuts
+    1..crop_max tokens after it."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from mlmia.models.training_batches import BatchBuilder
+
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    rows = [np.asarray(ids, dtype=np.int64) for ids in tok(TEXTS[:6])["input_ids"]]
+    objective = make_objective(model_settings({}), tok)
+
+    def built(row_positions, **settings):
+        cfg = model_settings({"crop_prob": 0.0, **settings})
+        build = BatchBuilder(objective, tok, cfg, np.random.default_rng(0), torch.Generator().manual_seed(1),
+                             row_positions)  # fmt: skip
+        return build(rows)
+
+    plain, attn, pos = built(False)
+    private, _, rows_pos = built(True)
+    assert pos is None and torch.equal(plain.labels, private.labels) and int(attn.sum()) == sum(map(len, rows))
+    assert torch.equal(rows_pos, torch.arange(attn.shape[1]).expand(attn.shape))
+    shifted = [built(flag, position_offset=3)[2] for flag in (False, True)]
+    assert torch.equal(*shifted) and 0 < int((shifted[0] - rows_pos).max()) <= 3
+    _, cut, _ = built(False, crop_prob=1.0, crop_max=2)
+    assert ((attn.sum(1) - cut.sum(1)) >= 1).all() and ((attn.sum(1) - cut.sum(1)) <= 2).all()
+
+
 def test_packed_training_covers_every_line_and_learns(tok_dir, tmp_path):
     import numpy as np
 
