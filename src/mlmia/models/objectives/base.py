@@ -1,11 +1,11 @@
 """The interface of a training objective, and the registry that finds one by name.
 
 An objective decides which tokens of a batch a training step trains on, what the model reads
-there, and how the cross-entropies at those positions make the loss (`Objective`). Both
-training loops take one and branch on none: the plain loop (`mlmia.models.training.train_mlm`)
-evaluates the LM head on the trained positions of the whole batch, flattened, and asks for the
-batch's loss (`Objective.loss`); DP-SGD (`mlmia.defences.dp_sgd`) keeps the rows as the batch
-dimension and asks for each row's loss (`Objective.row_loss`), which must depend on that row
+there, and how the cross-entropies at those positions make the loss (`Objective`). Both steps
+of the one training loop (`mlmia.models.training.train_mlm`) take one and branch on none: the
+plain step evaluates the LM head on the trained positions of the whole batch, flattened, and asks
+for the batch's loss (`Objective.loss`); DP-SGD's step (`mlmia.defences.dp_sgd`) keeps the rows as
+the batch dimension and asks for each row's loss (`Objective.row_loss`), which must depend on that row
 alone (each row's gradient is clipped on its own).
 
 A model config names its objective (`objective`, default ``bert_mlm``). An objective is one
