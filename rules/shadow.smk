@@ -1,31 +1,13 @@
 # The shadow-model protocol of Hisamoto et al. (TACL 2020) on the world's registers:
 # `snakemake shadow`. Alice's MLM and Bob's shadows train through train_model. The plan
-# (mlmia.study.plans.shadow_plan): Bob's and Alice's names, their files, Tables 2-6, Figure 7.
+# (mlmia.study.plans.shadow): Bob's and Alice's names, their files, settings and resources,
+# Tables 2-6, Figure 7.
 SHADOW = STUDY.plan("shadow")
-
-
-# a register outside the clinical world (real Wikipedia prose) for the out-of-domain probes: a
-# table and rule of its own, so the world's tables (and every study on them) stay as they are
-rule wikipedia_register:
-    output:
-        result(WIKIPEDIA_REGISTER),
-    log:
-        result("logs/shadow/wikipedia_register.log"),
-    conda:
-        "../envs/mlmia.yaml"
-    params:
-        seed=config["corpus"]["seed"],
-        code=library_code("wikipedia_register.py"),
-    script:
-        "../workflow/scripts/wikipedia_register.py"
 
 
 rule shadow_corpus:
     input:
-        world=result(WORLD),
-        domain=CORPUS_TABLES["domain"],
-        general=CORPUS_TABLES["general"],
-        wikipedia=result(WIKIPEDIA_REGISTER),
+        **SHADOW.files["corpus_inputs"],
     output:
         SHADOW.files["corpus"],
     log:
@@ -33,6 +15,7 @@ rule shadow_corpus:
     conda:
         "../envs/mlmia.yaml"
     params:
+        **SHADOW.settings["corpus"],
         code=library_code("shadow_corpus.py"),
     script:
         "../workflow/scripts/shadow_corpus.py"
@@ -61,9 +44,9 @@ rule shadow_features:
     input:
         split=SHADOW.files["split"],
         pairs=SHADOW.files["pairs"],
-        model=result(model_dir("shadow_{who}")),
+        model=SHADOW.files["model"],
     output:
-        result("shadow/features_{who}.parquet"),
+        SHADOW.files["model_features"],
     log:
         result("logs/shadow/features_{who}.log"),
     benchmark:
@@ -72,9 +55,9 @@ rule shadow_features:
         who="alice|bob_\\d+",
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: SHADOW.resources["features"].threads
     params:
-        seed=SHADOW.settings["protocol"].get("seed", 0),
+        seed=SHADOW.settings["features"]["seed"],
         code=library_code("shadow_features.py"),
     script:
         "../workflow/scripts/shadow_features.py"
@@ -96,8 +79,9 @@ rule shadow_tables:
         "../envs/mlmia.yaml"
     params:
         settings=SHADOW.settings["protocol"],
-        style=config["figure_style"],
+        style=SHADOW.settings["style"],
         names=SHADOW.settings["names"],
+        caption=SHADOW.caption,
         code=library_code("shadow_tables.py"),
     script:
         "../workflow/scripts/shadow_tables.py"

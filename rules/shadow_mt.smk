@@ -1,7 +1,7 @@
 # The shadow-model protocol of Hisamoto et al. (TACL 2020) on a translation target:
 # `snakemake shadow_mt`. Alice's and Bob's encoder-decoders translate the world's parallel
 # corpus (MIMIC-style sources, i2b2-style targets); the protocol and tables are the MLM port's,
-# and so is the plan (mlmia.study.plans.shadow_plan).
+# and so is the plan (mlmia.study.plans.shadow).
 SHADOW_MT = STUDY.plan("shadow_mt")
 
 
@@ -13,8 +13,7 @@ rule shadow_mt_corpus:
     conda:
         "../envs/mlmia.yaml"
     params:
-        corpus=config["shadow_mt"]["corpus"],
-        seed=config["corpus"]["seed"],
+        **SHADOW_MT.settings["corpus"],
         code=library_code("shadow_mt_corpus.py"),
     script:
         "../workflow/scripts/shadow_mt_corpus.py"
@@ -41,10 +40,10 @@ rule shadow_mt_split:
 
 rule shadow_mt_train:
     input:
-        pairs=result("shadow_mt/{who}.pairs.parquet"),
-        tokenizer=result(TOKENIZER),
+        pairs=SHADOW_MT.files["training_text"],
+        tokenizer=SHADOW_MT.files["tokenizer"],
     output:
-        directory(result(model_dir("shadow_mt_{who}"))),
+        directory(SHADOW_MT.files["model"]),
     log:
         result("logs/train/shadow_mt_{who}.log"),
     benchmark:
@@ -53,13 +52,13 @@ rule shadow_mt_train:
         who="alice|bob_\\d+",
     conda:
         "../envs/mlmia.yaml"
-    threads: config["training"]["threads"]
+    threads: SHADOW_MT.resources["train"].threads
     resources:
-        mem_mb=config["training"]["mem_mb"],
+        mem_mb=SHADOW_MT.resources["train"].mem_mb,
     params:
-        model=lambda wildcards: STUDY.shadow_mt_settings(f"shadow_mt_{wildcards.who}"),
+        model=lambda wildcards: SHADOW_MT.settings["models"][wildcards.who],
         name="shadow_mt_{who}",
-        device=config["training"]["device"],
+        device=SHADOW_MT.resources["train"].device,
         code=library_code("shadow_mt_train.py"),
     script:
         "../workflow/scripts/shadow_mt_train.py"
@@ -69,9 +68,9 @@ rule shadow_mt_features:
     input:
         split=SHADOW_MT.files["split"],
         pairs=SHADOW_MT.files["pairs"],
-        model=result(model_dir("shadow_mt_{who}")),
+        model=SHADOW_MT.files["model"],
     output:
-        result("shadow_mt/features_{who}.parquet"),
+        SHADOW_MT.files["model_features"],
     log:
         result("logs/shadow_mt/features_{who}.log"),
     benchmark:
@@ -80,9 +79,9 @@ rule shadow_mt_features:
         who="alice|bob_\\d+",
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: SHADOW_MT.resources["features"].threads
     params:
-        device=config["scoring"]["device"],
+        device=SHADOW_MT.settings["features"]["device"],
         code=library_code("shadow_mt_features.py"),
     script:
         "../workflow/scripts/shadow_mt_features.py"
@@ -104,8 +103,9 @@ rule shadow_mt_tables:
         "../envs/mlmia.yaml"
     params:
         settings=SHADOW_MT.settings["protocol"],
-        style=config["figure_style"],
+        style=SHADOW_MT.settings["style"],
         names=SHADOW_MT.settings["names"],
+        caption=SHADOW_MT.caption,
         code=library_code("shadow_mt_tables.py"),
     script:
         "../workflow/scripts/shadow_mt_tables.py"
