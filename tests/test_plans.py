@@ -68,7 +68,7 @@ def test_the_shadow_plans_write_figure_7_and_both_findings_files(study):
         assert names[0] == "alice" and len(names) == len(models) == len(plan.files["features"])
         assert plan.settings["protocol"] == study.config[name]
         # one set of rules serves both: the plan names the protocol's own steps
-        assert plan.rules == (f"rules/{name}.smk",)
+        assert plan.rules == ("rules/shadow.smk",)
         # the translation models train through the shadow rules, the MLMs through train_model
         assert set(plan.settings["models"]) == (set(names) if name == "shadow_mt" else set())
         assert {plan.outputs["tables"][k] for k in ("figure_png", "tables_md", "findings_md")} == set(plan.report)
@@ -260,7 +260,7 @@ print(json.dumps(out))
 
 
 #: each study's own rule file
-OWN_RULES = {"shadow": "rules/shadow.smk", "shadow_mt": "rules/shadow_mt.smk", "world": "rules/corpus.smk",
+OWN_RULES = {"shadow": "rules/shadow.smk", "shadow_mt": "rules/shadow.smk", "world": "rules/corpus.smk",
              "canaries": "rules/canaries.smk", "dexposure": "rules/dexposure.smk", "extraction": "rules/extraction.smk",
              "dp": "rules/dp.smk"}  # fmt: skip
 
@@ -293,9 +293,9 @@ def test_a_studys_rule_file_is_included_exactly_when_its_plan_is(tmp_path):
         included, plans = found[path]["included"], set(found[path]["plans"])
         assert included[0] == "rules/common.smk" and included[1:] == found[path]["rule_files"], name
         assert plans - {ALL, "zoo"} == expected_plans[name] and set(OWN_RULES) | set(STUDIES) == set(OWN_RULES), name
-        # a study's rule file is there when a study it serves runs
+        # a study's rule file is there when a study it serves runs (the shadow protocols share theirs)
         for rule_file in set(OWN_RULES.values()):
             assert (rule_file in included) == any(OWN_RULES.get(s) == rule_file for s in plans), (name, rule_file)
-        for protocol in ("shadow", "shadow_mt"):  # each protocol's rules
+        for protocol in ("shadow", "shadow_mt"):  # each protocol's rules, generated from its plan
             assert (f"{protocol}_split" in found[path]["rules"]) == (protocol in plans), (name, protocol)
         assert ("shadow_mt_train" in found[path]["rules"]) == ("shadow_mt" in plans), name

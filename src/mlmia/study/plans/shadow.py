@@ -1,8 +1,9 @@
 """The shadow-model protocol of Hisamoto et al. (TACL 2020), on the masked language model
 (`snakemake shadow`, config `shadow`) and on a translation target (`snakemake shadow_mt`, config
-`shadow_mt`), each protocol's plan giving its files, settings, resources and models to its rules
-(rules/shadow.smk, rules/shadow_mt.smk): Alice's and Bob's models, the paper's Tables 2-6,
-Figure 7 and the findings in results/<run>/shadow/ (results/<run>/shadow_mt/)."""
+`shadow_mt`): one set of rules (rules/shadow.smk) serves both, each protocol's plan giving its
+files, settings, resources and models; the scripts run either through `mlmia.shadow.protocols`.
+Alice's and Bob's models, the paper's Tables 2-6, Figure 7 and the findings in
+results/<run>/shadow/ (results/<run>/shadow_mt/)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mlmia.vocabulary.layout import (
     model_dir,
 )
 
+RULES = "rules/shadow.smk"
 #: what the shadow protocol writes (in shadow/, and for the translation target in shadow_mt/)
 SHADOW_FILES = {"tables_md": "tables.md", "tables_csv": "tables.csv", "figure_png": "figure7.png",
                 "figure_pdf": "figure7.pdf", "findings_md": "findings.md", "findings_csv": "findings.csv"}  # fmt: skip
@@ -68,11 +70,11 @@ def _models(config: dict, section: str) -> list[str]:
 def shadow_plan(study, name: str = "shadow") -> Plan:
     """A shadow protocol's plan (`name`: `shadow`, the masked language model, or `shadow_mt`, the
     translation target): Alice's and Bob's models, the paper's Tables 2-6, Figure 7 and the
-    findings in results/<run>/<name>/. Its rules (rules/<name>.smk) build the protocol's corpus
+    findings in results/<run>/<name>/. Its rules (rules/shadow.smk) build the protocol's corpus
     (from `files["corpus_inputs"]` with `settings["corpus"]`), split it, query each model
     (`settings["features"]`), and write the tables; the masked language models train through the
-    workflow's one training rule (rules/train.smk), the translation models through their own rule
-    (each model's settings in `settings["models"]`)."""
+    workflow's one training rule (rules/train.smk), the translation models through the shadow
+    rules' own (each model's settings in `settings["models"]`)."""
     translation = name == "shadow_mt"
     config = study.config.get(name, {})
     prefix = PREFIXES[name]
@@ -124,7 +126,7 @@ def shadow_plan(study, name: str = "shadow") -> Plan:
             "style": study.figure_style,
         },
         resources={"train": study.resources("training"), "features": scoring},
-        rules=(f"rules/{name}.smk",),
+        rules=(RULES,),
         report=shown(tables, shown_items, "Shadow models", subcategory),
         caption=Caption(
             f"The shadow-model protocol of Hisamoto et al. (TACL 2020){on}: the paper's Tables 2-6 (Bob's "
