@@ -46,46 +46,14 @@ wildcard_constraints:
     experiment=name_pattern(STUDY.experiments),
 
 
-include: "rules/import.smk"
-include: "rules/datasets.smk"
-
-
-# The embedded world builds its corpora and trains its models; other setups bring theirs.
-if "corpus" in config:
-
-    include: "rules/corpus.smk"
-    include: "rules/shadow.smk"
-    include: "rules/canaries.smk"
-
-    if "shadow_mt" in config:
-
-        include: "rules/shadow_mt.smk"
-
-
-# The studies beyond the world's (mlmia.study.plans): PHI extraction reads the embedded world's
-# patients, or the spans a user names; d-exposure tags the embedded world's notes, or the i2b2
-# 2014 XML a config names.
+# Every study's rules, each rule file once: the tables spec's groups (the workflow's own rules:
+# sample tables in, scores, attacks, metrics, tables, figures, report), the embedded world's and
+# each configured study's, as their plans name them (mlmia.study.plans; docs/adding_a_study.md).
 STUDY_PLANS = STUDY.plans()
 
-if "extraction" in STUDY_PLANS:
+for rule_file in STUDY.rule_files(STUDY_PLANS):
 
-    include: "rules/extraction.smk"
-
-
-if "dexposure" in STUDY_PLANS:
-
-    include: "rules/dexposure.smk"
-
-
-include: "rules/train.smk"
-include: "rules/score.smk"
-include: "rules/zoo.smk"
-include: "rules/attack.smk"
-include: "rules/exposure.smk"
-include: "rules/tables.smk"
-include: "rules/figures.smk"
-include: "rules/report.smk"
-include: "rules/dp.smk"
+    include: rule_file
 
 
 rule all:

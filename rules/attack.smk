@@ -11,10 +11,7 @@ rule attack_table:
         experiment=lambda wildcards: STUDY.experiments[wildcards.experiment],
         models=lambda wildcards: STUDY.experiment_models(wildcards.experiment),
         columns=lambda wildcards: STUDY.attack_columns(wildcards.experiment),
-        settings=lambda wildcards: {
-            "seed": config["metrics"]["seed"],
-            "attacks": config["attacks"],
-        },
+        settings=lambda wildcards: STUDY.attack_settings(),
         code=library_code("attack_table.py"),
     script:
         "../workflow/scripts/attack_table.py"

@@ -1,14 +1,11 @@
 # Canary exposure (Carlini et al., "The Secret Sharer", USENIX Security 2019) on the embedded
 # world: `snakemake canaries`. Secrets in a clinical template, inserted 0-64 times into the
 # target's training text; their exposure per checkpoint, and the canaries' sentences as a
-# membership test (mlmia.memorization.canaries; settings: config key canaries).
-from mlmia.memorization.canary_membership import membership_settings
-from mlmia.vocabulary.layout import ONE_RUN_CORPUS
+# membership test (mlmia.memorization.canaries). The plan (mlmia.study.plans.canaries): the
+# outputs, the secrets' settings, the checkpoints, the target's shape and the reference.
+from mlmia.vocabulary.layout import DP_PRIVATE_TEXT, ONE_RUN_CORPUS
 
-CANARIES = config["canaries"]
-# the plan (mlmia.study.plans.canaries_plan): outputs, the secrets' settings, the checkpoints
 CANARY = STUDY.plan("canaries")
-CANARY_EPOCHS = CANARY.settings["epochs"]
 
 
 rule canary_secrets:
@@ -40,14 +37,14 @@ rule canary_target:
         result("benchmarks/canaries/target.tsv")
     conda:
         "../envs/mlmia.yaml"
-    threads: config["training"]["threads"]
+    threads: CANARY.resources["target"].threads
     resources:
-        mem_mb=config["training"]["mem_mb"],
+        mem_mb=CANARY.resources["target"].mem_mb,
     params:
-        shape=CANARIES["shape"],
-        model=MODELS.get(CANARIES["shape"]),
-        epochs=CANARY_EPOCHS,
-        device=config["training"]["device"],
+        shape=CANARY.settings["shape"],
+        model=CANARY.settings["model"],
+        epochs=CANARY.settings["epochs"],
+        device=CANARY.resources["target"].device,
         code=library_code("canaries_target.py"),
     script:
         "../workflow/scripts/canaries_target.py"
@@ -65,15 +62,15 @@ rule canary_exposure:
         result("benchmarks/canaries/exposure.tsv")
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: CANARY.resources["scoring"].threads
     resources:
-        mem_mb=config["scoring"]["mem_mb"],
+        mem_mb=CANARY.resources["scoring"].mem_mb,
     params:
-        epochs=CANARY_EPOCHS,
-        template=lambda wildcards: CANARIES["template"],  # holds "{secret}": no expansion
-        digits=CANARIES["digits"],
-        seed=config["scoring"]["seed"],
-        device=config["scoring"]["device"],
+        epochs=CANARY.settings["epochs"],
+        template=lambda wildcards: CANARY.settings["template"],  # holds "{secret}": no expansion
+        digits=CANARY.settings["digits"],
+        seed=CANARY.settings["seed"],
+        device=CANARY.resources["scoring"].device,
         code=library_code("canaries_exposure.py"),
     script:
         "../workflow/scripts/canaries_exposure.py"
@@ -83,7 +80,7 @@ rule canary_membership_scores:
     input:
         canaries=CANARY.outputs["secrets"]["canaries"],
         target=CANARY.files["target"],
-        reference=lambda wildcards: model_input_of(CANARIES["reference"]),
+        reference=lambda wildcards: model_input_of(CANARY.settings["reference"]),
     output:
         CANARY.files["membership_scores"],
     log:
@@ -92,15 +89,15 @@ rule canary_membership_scores:
         result("benchmarks/canaries/membership_scores.tsv")
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: CANARY.resources["scoring"].threads
     resources:
-        mem_mb=config["scoring"]["mem_mb"],
+        mem_mb=CANARY.resources["scoring"].mem_mb,
     params:
-        epoch=max(CANARY_EPOCHS),
-        reference=lambda wildcards: STUDY.model_dir(CANARIES["reference"]),
-        reference_tokenizer=MODELS.get(CANARIES["reference"], {}).get("tokenizer"),
-        energy=CANARIES["energy"],
-        scoring=STUDY.scoring(CANARIES["energy"]),
+        epoch=CANARY.settings["last_epoch"],
+        reference=lambda wildcards: STUDY.model_dir(CANARY.settings["reference"]),
+        reference_tokenizer=CANARY.settings["reference_tokenizer"],
+        energy=CANARY.settings["energy"],
+        scoring=CANARY.settings["scoring"],
         code=library_code("canaries_membership_scores.py"),
     script:
         "../workflow/scripts/canaries_membership_scores.py"
@@ -118,12 +115,11 @@ rule canary_membership:
     conda:
         "../envs/mlmia.yaml"
     params:
-        metrics=membership_settings(
-            CANARIES["alpha"], config["metrics"], config.get("attacks", {})
-        ),
-        epoch=max(CANARY_EPOCHS),
-        reference=CANARIES["reference"],
-        energy=CANARIES["energy"],
+        metrics=CANARY.settings["metrics"],
+        epoch=CANARY.settings["last_epoch"],
+        reference=CANARY.settings["reference"],
+        energy=CANARY.settings["energy"],
+        caption=CANARY.caption,
         code=library_code("canaries_membership.py"),
     script:
         "../workflow/scripts/canaries_membership.py"
@@ -139,14 +135,16 @@ rule canary_report:
     conda:
         "../envs/mlmia.yaml"
     params:
-        digits=CANARIES["digits"],
-        template=lambda wildcards: CANARIES["template"],  # holds "{secret}": no expansion
-        style=config["figure_style"],
+        digits=CANARY.settings["digits"],
+        template=lambda wildcards: CANARY.settings["template"],  # holds "{secret}": no expansion
+        style=CANARY.settings["style"],
+        caption=CANARY.caption,
         code=library_code("canaries_report.py"),
     script:
         "../workflow/scripts/canaries_report.py"
 
 
+# the one-run DP audit's token canaries, in the DP targets' private text and tokenizer
 rule one_run_canaries:
     input:
         text=result(DP_PRIVATE_TEXT),
@@ -160,8 +158,8 @@ rule one_run_canaries:
     conda:
         "../envs/mlmia.yaml"
     params:
-        template=lambda wildcards: CANARIES["template"],
-        canaries=config.get("dp_audit", {}).get("canaries", {}),
+        template=lambda wildcards: CANARY.settings["template"],
+        canaries=CANARY.settings["one_run"],
         code=library_code("one_run_canaries.py"),
     script:
         "../workflow/scripts/one_run_canaries.py"

@@ -1,6 +1,7 @@
 # Paths and input functions. What the study means (which experiments a table needs, which
 # attacks, alphas and FPRs each experiment's metrics hold, where a model lies, how many
-# shards a sample table gets) is STUDY's (mlmia.study.study).
+# shards a sample table gets) is STUDY's (mlmia.study.study); each study's settings, files
+# and resources are its plan's (mlmia.study.plans). No rule reads the config itself.
 import re
 from pathlib import Path
 
@@ -10,12 +11,9 @@ from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.vocabulary.layout import (
     CORPORA,
-    DP_PRIVATE_TEXT,
     ONE_RUN_CANARIES,
     REFERENCE_SPLITS,
     TOKENIZER,
-    WIKIPEDIA_REGISTER,
-    WORLD,
     model_dir,
     samples,
 )
@@ -23,11 +21,12 @@ from mlmia.study.study import is_hub_id
 from mlmia.vocabulary.scores import ENERGY_KINDS
 from snakemake.io import report as report_flag
 
-MODELS = config.get("models", {})
-DATASETS = config.get("datasets", {})  # sample sets read from the user's files
-IMPORTED = config.get("imported", {}).get("datasets", {})  # published scores
-RAW = config.get("raw", {})
+DATASETS = STUDY.datasets  # sample sets read from the user's files
+IMPORTED = STUDY.imported  # published scores
 CORPUS_TABLES = {name: STUDY.corpus_table(name) for name in CORPORA}
+# what the training and scoring jobs of the workflow's own rules ask for (threads, memory, device)
+TRAINING = STUDY.resources("training")
+SCORING = STUDY.resources("scoring")
 
 
 def library_code(script):
@@ -44,14 +43,20 @@ def result(path):
     return STUDY.path(path)
 
 
+def plans_with_rules(rule_file):
+    """The plans of the configured studies whose rules live in `rule_file` (rules/<name>.smk)."""
+    return [plan for plan in STUDY_PLANS.values() if rule_file in plan.rules]
+
+
 def plan_outputs(plan, step):
     """A step's outputs of a study's plan (mlmia.study.plans), those the HTML report shows
-    flagged for it with their caption (report/<caption>.rst), category and labels."""
+    flagged for it with its category and labels, and the caption of every study
+    (report/study.rst), which renders the plan's caption (the job's param `caption`)."""
     return {
         name: (
             report_flag(
                 path,
-                caption=f"../report/{plan.report[path].caption}.rst",
+                caption="../report/study.rst",
                 category=plan.report[path].category,
                 subcategory=plan.report[path].subcategory,
                 labels=plan.report[path].labels,
@@ -73,7 +78,7 @@ DATASETS_PATTERN = name_pattern(DATASETS)
 SCORED_PATTERN = name_pattern(STUDY.scored_sets())
 TRAINED_PATTERN = name_pattern(STUDY.trained_models())
 MODEL_PATTERN = name_pattern(
-    list(MODELS)
+    list(STUDY.models)
     + STUDY.reference_models()
     + [m for dataset in IMPORTED.values() for m in dataset["models"]]
 )
@@ -118,7 +123,7 @@ def metrics_inputs(wildcards):
 
 def imported_files(wildcards, model=None):
     """Every model's score files of an imported dataset (or one model's)."""
-    dataset, root = IMPORTED[wildcards.dataset], config["imported"]["root"]
+    dataset, root = IMPORTED[wildcards.dataset], STUDY.imported_root()
     models = [model] if model else dataset["models"]
     return [p for m in models for p in files_from_config(dataset, root, m).values()]
 
@@ -164,7 +169,7 @@ def exposure_inputs(wildcards):
         "training_text": STUDY.training_text(experiment.target)
         or samples_path(experiment.dataset),
     }
-    embedding = STUDY.model_dir(config["exposure"]["embedding_model"])
+    embedding = STUDY.model_dir(STUDY.embedding_model())
     return inputs | ({} if is_hub_id(embedding) else {"embedding_model": embedding})
 
 
@@ -177,12 +182,12 @@ def dataset_inputs(wildcards):
 
 
 def dp_audit_inputs(wildcards):
-    """What a DP target's audit reads (rules/dp.smk): its model; its token canaries when it
-    trained on them; its attack table, metrics and samples when the tables spec's group dp
-    attacks it (the dp plan's audits)."""
+    """What a DP target's audit reads (rules/dp.smk, whose plan is DP): its model; its token
+    canaries when it trained on them; its attack table, metrics and samples when the tables
+    spec's group dp attacks it (the dp plan's audits)."""
     target = wildcards.target
     inputs = {"model": model_input_of(target)}
-    if target in STUDY.one_run_targets():
+    if target in DP.settings["one_run_targets"]:
         inputs["canaries"] = result(ONE_RUN_CANARIES)
     if target in DP.settings["audits"]:
         item = DP.settings["audits"][target]

@@ -1,7 +1,13 @@
+# The embedded world (`snakemake world`): its patients, notes and registers, the training
+# corpora, the tokenizer and the scored sample sets; beside them the DP targets' private text
+# and the shadow protocol's out-of-domain register. The plan (mlmia.study.plans.world): the
+# outputs and the config's world settings.
+WORLD_PLAN = STUDY.plan("world")
+
+
 rule build_corpora:
     output:
-        **{name: path for name, path in CORPUS_TABLES.items()},
-        samples=result(WORLD),
+        **WORLD_PLAN.outputs["corpora"],
     log:
         result("logs/build_corpora.log"),
     benchmark:
@@ -9,7 +15,7 @@ rule build_corpora:
     conda:
         "../envs/mlmia.yaml"
     params:
-        corpus=config["corpus"],
+        corpus=WORLD_PLAN.settings["corpus"],
         code=library_code("build_corpora.py"),
     script:
         "../workflow/scripts/build_corpora.py"
@@ -18,16 +24,16 @@ rule build_corpora:
 rule dp_private_text:
     input:
         target=CORPUS_TABLES["target"],
-        world=result(WORLD),
+        world=WORLD_PLAN.outputs["corpora"]["samples"],
     output:
-        result(DP_PRIVATE_TEXT),
+        WORLD_PLAN.files["dp_private_text"],
     log:
         result("logs/dp_private_text.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        corpus=config["corpus"],
-        dp_corpus=config.get("dp_corpus", {}),
+        corpus=WORLD_PLAN.settings["corpus"],
+        dp_corpus=WORLD_PLAN.settings["dp_corpus"],
         code=library_code("dp_private_text.py"),
     script:
         "../workflow/scripts/dp_private_text.py"
@@ -35,17 +41,16 @@ rule dp_private_text:
 
 rule select_samples:
     input:
-        world=result(WORLD),
-        tokenizer=result(TOKENIZER),
+        world=WORLD_PLAN.outputs["corpora"]["samples"],
+        tokenizer=WORLD_PLAN.outputs["tokenizer"]["tokenizer"],
     output:
-        plain=samples_path("clinical"),
-        named=samples_path("clinical_named"),
+        **WORLD_PLAN.outputs["samples"],
     log:
         result("logs/select_samples.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        samples=config["samples"],
+        samples=WORLD_PLAN.settings["samples"],
         code=library_code("select_samples.py"),
     script:
         "../workflow/scripts/select_samples.py"
@@ -55,13 +60,30 @@ rule train_tokenizer:
     input:
         list(CORPUS_TABLES.values()),
     output:
-        directory(result(TOKENIZER)),
+        directory(WORLD_PLAN.outputs["tokenizer"]["tokenizer"]),
     log:
         result("logs/train_tokenizer.log"),
     conda:
         "../envs/mlmia.yaml"
     params:
-        tokenizer=config["tokenizer"],
+        tokenizer=WORLD_PLAN.settings["tokenizer"],
         code=library_code("train_tokenizer.py"),
     script:
         "../workflow/scripts/train_tokenizer.py"
+
+
+# a register outside the clinical world (real Wikipedia prose) for the shadow protocol's
+# out-of-domain probes: a table and rule of its own, so the world's tables (and every study on
+# them) stay as they are
+rule wikipedia_register:
+    output:
+        WORLD_PLAN.files["wikipedia"],
+    log:
+        result("logs/shadow/wikipedia_register.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        seed=WORLD_PLAN.settings["seed"],
+        code=library_code("wikipedia_register.py"),
+    script:
+        "../workflow/scripts/wikipedia_register.py"

@@ -1,13 +1,13 @@
 # Sample sets from the user's files: the paper's processed files, raw MIMIC-III / i2b2
 # imported here first, or any corpus (bring your own).
 
-if "mimic" in RAW:
+if "mimic" in STUDY.raw:
 
     rule import_mimic_notes:
         input:
-            noteevents=RAW["mimic"]["noteevents"],
-            member_lists=RAW["mimic"]["member_lists"],
-            names=RAW["mimic"].get("names", []),
+            noteevents=STUDY.raw["mimic"]["noteevents"],
+            member_lists=STUDY.raw["mimic"]["member_lists"],
+            names=STUDY.raw["mimic"].get("names", []),
         output:
             **STUDY.raw_outputs("mimic"),
         log:
@@ -17,19 +17,19 @@ if "mimic" in RAW:
         conda:
             "../envs/mlmia.yaml"
         params:
-            categories=RAW["mimic"]["categories"],
-            patients=RAW["mimic"]["patients"],
-            seed=RAW["seed"],
+            categories=STUDY.raw["mimic"]["categories"],
+            patients=STUDY.raw["mimic"]["patients"],
+            seed=STUDY.raw["seed"],
             code=library_code("import_mimic_notes.py"),
         script:
             "../workflow/scripts/import_mimic_notes.py"
 
 
-if "i2b2" in RAW:
+if "i2b2" in STUDY.raw:
 
     rule import_i2b2_notes:
         input:
-            xml=RAW["i2b2"]["xml"],
+            xml=STUDY.raw["i2b2"]["xml"],
         output:
             **STUDY.raw_outputs("i2b2"),
         log:
@@ -39,8 +39,8 @@ if "i2b2" in RAW:
         conda:
             "../envs/mlmia.yaml"
         params:
-            patients=RAW["i2b2"]["patients"],
-            seed=RAW["seed"],
+            patients=STUDY.raw["i2b2"]["patients"],
+            seed=STUDY.raw["seed"],
             code=library_code("import_i2b2_notes.py"),
         script:
             "../workflow/scripts/import_i2b2_notes.py"

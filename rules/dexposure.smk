@@ -3,16 +3,14 @@
 # One BERT tagger per (seed, repetitions of the inserted phrase), measured at checkpoint
 # epochs; the overfitting experiment per seed; Tables 1-3, Figures 1-2, the overfitting
 # experiment's trend test and the findings (mlmia.world.phi, mlmia.memorization.dexposure and
-# .overfitting; settings: config key dexposure).
-DEXPOSURE = config["dexposure"]
-# the plan (mlmia.study.plans.dexposure_plan): how each tagger is trained and which (seed,
-# repetitions) taggers each experiment runs, the tokenizer, Tables 1-3, Figures 1-2, findings
+# .overfitting). The plan (mlmia.study.plans.dexposure): how each tagger is trained and which
+# (seed, repetitions) taggers each experiment runs, the tokenizer, the report's settings.
 DEXP = STUDY.plan("dexposure")
 
 
 rule dexposure_notes:
     input:
-        xml=DEXPOSURE["i2b2_xml"],
+        xml=DEXP.files["i2b2_xml"],
     output:
         **DEXP.outputs["notes"],
     log:
@@ -38,8 +36,8 @@ rule dexposure_tokenizer:
     conda:
         "../envs/mlmia.yaml"
     params:
-        tokenizer=config["tokenizer"],
-        max_length=DEXPOSURE["model"]["max_length"],
+        tokenizer=DEXP.settings["tokenizer"],
+        max_length=DEXP.settings["max_length"],
         code=library_code("dexposure_tokenizer.py"),
     script:
         "../workflow/scripts/dexposure_tokenizer.py"
@@ -64,13 +62,13 @@ rule dexposure_train:
         repetitions="\\d+",
     conda:
         "../envs/mlmia.yaml"
-    threads: DEXPOSURE["threads"]
+    threads: DEXP.resources["train"].threads
     resources:
-        mem_mb=config["training"]["mem_mb"],
+        mem_mb=DEXP.resources["train"].mem_mb,
     params:
         settings=lambda wildcards: DEXP.settings["training"][wildcards.setting],
-        phrase=lambda wildcards: DEXPOSURE["phrase"],
-        device=DEXPOSURE["device"],
+        phrase=lambda wildcards: DEXP.settings["phrase"],
+        device=DEXP.resources["train"].device,
         code=library_code("dexposure_train.py"),
     script:
         "../workflow/scripts/dexposure_train.py"
@@ -87,11 +85,12 @@ rule dexposure_report:
     conda:
         "../envs/mlmia.yaml"
     params:
-        phrase=lambda wildcards: DEXPOSURE["phrase"],
-        name_entities=not DEXPOSURE["i2b2_xml"],
-        table2_rows=8,
-        overfit=DEXPOSURE["overfit"],
-        style=config["figure_style"],
+        phrase=lambda wildcards: DEXP.settings["phrase"],
+        name_entities=DEXP.settings["name_entities"],
+        table2_rows=DEXP.settings["table2_rows"],
+        overfit=DEXP.settings["overfit"],
+        style=DEXP.settings["style"],
+        caption=DEXP.caption,
         code=library_code("dexposure_report.py"),
     script:
         "../workflow/scripts/dexposure_report.py"

@@ -3,7 +3,7 @@
 # of the tables spec's group dp, every attack with the target's utility), one check job per
 # target that fails the run in one line when its audit finds the DP claim broken, and the
 # tables, findings and privacy-utility figure over all targets.
-# The plan (mlmia.study.plans.dp_plan): what each target's audit attacks (mlmia.defences.workflow).
+# The plan (mlmia.study.plans.dp): what each target's audit attacks (mlmia.defences.workflow).
 DP = STUDY.plan("dp")
 DP_TARGETS = DP.settings["targets"]
 
@@ -12,7 +12,7 @@ rule dp_audit:
     input:
         unpack(dp_audit_inputs),
     output:
-        STUDY.dp_audit_outputs("{target}")["record"],
+        DP.files["record"],
     log:
         result("logs/dp/audit/{target}.log"),
     benchmark:
@@ -21,16 +21,13 @@ rule dp_audit:
         target=name_pattern(DP_TARGETS),
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: DP.resources["audit"].threads
     params:
         plan=lambda wildcards: DP.settings["audits"].get(wildcards.target),
         settings=DP.settings["audit"],
-        bootstrap={
-            "bootstrap": config["metrics"]["bootstrap"],
-            "seed": config["metrics"]["seed"],
-        },
+        bootstrap=DP.settings["bootstrap"],
         model_dir=lambda wildcards: STUDY.model_dir(wildcards.target),
-        device=config["scoring"]["device"],
+        device=DP.resources["audit"].device,
         code=library_code("dp_audit.py"),
     script:
         "../workflow/scripts/dp_audit.py"
@@ -38,9 +35,9 @@ rule dp_audit:
 
 rule dp_check:
     input:
-        STUDY.dp_audit_outputs("{target}")["record"],
+        DP.files["record"],
     output:
-        STUDY.dp_audit_outputs("{target}")["passed"],
+        DP.files["passed"],
     log:
         result("logs/dp/check/{target}.log"),
     wildcard_constraints:
@@ -64,6 +61,7 @@ rule dp_bounds:
         "../envs/mlmia.yaml"
     params:
         settings=DP.settings["audit"],
+        caption=DP.caption,
         code=library_code("dp_bounds.py"),
     script:
         "../workflow/scripts/dp_bounds.py"
@@ -79,8 +77,9 @@ rule dp_figure:
     conda:
         "../envs/mlmia.yaml"
     params:
-        fpr=DP.settings["audit"].get("fpr", 0.01),
-        style=config["figure_style"],
+        fpr=DP.settings["fpr"],
+        style=DP.settings["style"],
+        caption=DP.caption,
         code=library_code("dp_figure.py"),
     script:
         "../workflow/scripts/dp_figure.py"

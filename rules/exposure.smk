@@ -11,9 +11,7 @@ rule exposure:
         "../envs/mlmia.yaml"
     params:
         settings=lambda wildcards: STUDY.exposure_settings(wildcards.experiment),
-        embedding_model=lambda wildcards: STUDY.model_dir(
-            config["exposure"]["embedding_model"]
-        ),
+        embedding_model=lambda wildcards: STUDY.model_dir(STUDY.embedding_model()),
         code=library_code("exposure.py"),
     script:
         "../workflow/scripts/exposure.py"

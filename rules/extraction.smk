@@ -1,9 +1,8 @@
 # PHI extraction by infilling: `snakemake extraction`. Each PHI value of a patient (the
 # embedded world's, or the spans a user names: extraction.phi) masked where its samples hold
-# it and read back by the target and a reference (mlmia.memorization.extraction; settings:
-# config key extraction). Counts and rates only.
-EXTRACTION = config["extraction"]
-# the plan (mlmia.study.plans.extraction_plan): the models read back, rates, table, figure, findings
+# it and read back by the target and a reference (mlmia.memorization.extraction). Counts and
+# rates only. The plan (mlmia.study.plans.extraction): the models read back, the settings,
+# rates, table, figure, findings.
 EXTRACT = STUDY.plan("extraction")
 
 
@@ -11,7 +10,7 @@ EXTRACT = STUDY.plan("extraction")
 # study leaves holds one
 rule extraction_values:
     input:
-        [EXTRACTION["phi"]] if EXTRACTION.get("phi") else [],
+        EXTRACT.files["phi"],
     output:
         temp(EXTRACT.files["values"]),
     log:
@@ -19,8 +18,8 @@ rule extraction_values:
     conda:
         "../envs/mlmia.yaml"
     params:
-        corpus=config.get("corpus"),
-        phi=EXTRACTION.get("phi"),
+        corpus=EXTRACT.settings["corpus"],
+        phi=EXTRACT.settings["phi"],
         code=library_code("extraction_values.py"),
     script:
         "../workflow/scripts/extraction_values.py"
@@ -28,28 +27,24 @@ rule extraction_values:
 
 rule extraction_infill:
     input:
-        samples=samples_path(EXTRACTION["dataset"]),
+        samples=EXTRACT.files["samples"],
         values=EXTRACT.files["values"],
         model=model_input,
     output:
-        result("extraction/infill/{model}.parquet"),
+        EXTRACT.files["infill"],
     log:
         result("logs/extraction/infill/{model}.log"),
     benchmark:
         result("benchmarks/extraction/infill/{model}.tsv")
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: EXTRACT.resources["infill"].threads
     params:
-        settings=EXTRACTION,
-        where=(
-            f"extraction.phi ({EXTRACTION['phi']})"
-            if EXTRACTION.get("phi")
-            else "the world's PHI"
-        ),
+        settings=EXTRACT.settings["extraction"],
+        where=EXTRACT.settings["where"],
         model=lambda wildcards: STUDY.model_dir(wildcards.model),
-        tokenizer=lambda wildcards: MODELS.get(wildcards.model, {}).get("tokenizer"),
-        device=config["scoring"]["device"],
+        tokenizer=lambda wildcards: STUDY.model_tokenizer(wildcards.model),
+        device=EXTRACT.resources["infill"].device,
         code=library_code("extraction_infill.py"),
     script:
         "../workflow/scripts/extraction_infill.py"
@@ -57,7 +52,7 @@ rule extraction_infill:
 
 rule extraction_report:
     input:
-        samples=samples_path(EXTRACTION["dataset"]),
+        samples=EXTRACT.files["samples"],
         infilled=EXTRACT.files["infilled"],
     output:
         **plan_outputs(EXTRACT, "report"),
@@ -67,8 +62,9 @@ rule extraction_report:
         "../envs/mlmia.yaml"
     params:
         models=EXTRACT.settings["models"],
-        settings=EXTRACTION,
-        style=config["figure_style"],
+        settings=EXTRACT.settings["extraction"],
+        style=EXTRACT.settings["style"],
+        caption=EXTRACT.caption,
         code=library_code("extraction_report.py"),
     script:
         "../workflow/scripts/extraction_report.py"

@@ -17,7 +17,7 @@ rule render_figure:
         "../envs/mlmia.yaml"
     params:
         spec=lambda wildcards: STUDY.figures[wildcards.figure],
-        style=config["figure_style"],
+        style=STUDY.figure_style,
         code=library_code("render_figure.py"),
     script:
         "../workflow/scripts/render_figure.py"

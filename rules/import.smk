@@ -11,7 +11,7 @@ rule import_manifest:
         "../envs/mlmia.yaml"
     params:
         dataset=lambda wildcards: IMPORTED[wildcards.dataset],
-        root=lambda wildcards: config["imported"]["root"],
+        root=lambda wildcards: STUDY.imported_root(),
         code=library_code("import_manifest.py"),
     script:
         "../workflow/scripts/import_manifest.py"
@@ -31,7 +31,7 @@ rule import_model_scores:
         "../envs/mlmia.yaml"
     params:
         dataset=lambda wildcards: IMPORTED[wildcards.dataset],
-        root=lambda wildcards: config["imported"]["root"],
+        root=lambda wildcards: STUDY.imported_root(),
         code=library_code("import_model_scores.py"),
     script:
         "../workflow/scripts/import_model_scores.py"

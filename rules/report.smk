@@ -17,7 +17,7 @@ rule paper_comparison:
     conda:
         "../envs/mlmia.yaml"
     params:
-        world=config["world"],
+        world=STUDY.world,
         code=library_code("paper_comparison.py"),
     script:
         "../workflow/scripts/paper_comparison.py"
@@ -39,7 +39,7 @@ rule findings:
         "../envs/mlmia.yaml"
     params:
         checks=STUDY.finding_checks("default"),
-        world=config["world"],
+        world=STUDY.world,
         code=library_code("findings.py"),
     script:
         "../workflow/scripts/findings.py"
@@ -65,7 +65,7 @@ rule group_findings:
         "../envs/mlmia.yaml"
     params:
         checks=lambda wildcards: STUDY.finding_checks(wildcards.group),
-        world=config["world"],
+        world=STUDY.world,
         code=library_code("findings.py"),
     script:
         "../workflow/scripts/findings.py"

@@ -13,10 +13,10 @@ rule score_shard:
         shard=r"\d+",
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: SCORING.threads
     resources:
-        gpu=config["scoring"]["gpus_per_job"],
-        mem_mb=config["scoring"]["mem_mb"],
+        gpu=SCORING.gpus,
+        mem_mb=SCORING.mem_mb,
     params:
         shard=lambda wildcards: int(wildcards.shard),
         shards=lambda wildcards: STUDY.shards(wildcards.dataset),
@@ -28,7 +28,7 @@ rule score_shard:
         # normalized scores ignore changes to it
         scoring=lambda wildcards: STUDY.scoring(wildcards.energy),
         model=lambda wildcards: STUDY.model_dir(wildcards.model),
-        tokenizer=lambda wildcards: MODELS.get(wildcards.model, {}).get("tokenizer"),
+        tokenizer=lambda wildcards: STUDY.model_tokenizer(wildcards.model),
         code=library_code("score_shard.py"),
     script:
         "../workflow/scripts/score_shard.py"

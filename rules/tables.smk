@@ -24,7 +24,7 @@ rule render_table:
             for name in STUDY.table_experiments(wildcards.table)
         },
         paper_values=lambda wildcards: STUDY.paper_values.get(wildcards.table, {}),
-        protocols=config["metrics"]["protocols"],
+        protocols=STUDY.protocols(),
         code=library_code("render_table.py"),
     script:
         "../workflow/scripts/render_table.py"

@@ -15,13 +15,13 @@ rule train_model:
         model=TRAINED_PATTERN,
     conda:
         "../envs/mlmia.yaml"
-    threads: config["training"]["threads"]
+    threads: TRAINING.threads
     resources:
-        mem_mb=config["training"]["mem_mb"],
+        mem_mb=TRAINING.mem_mb,
     params:
         model=lambda wildcards: STUDY.training_spec(wildcards.model)["settings"],
         name="{model}",
-        device=config["training"]["device"],
+        device=TRAINING.device,
         code=library_code("train_model.py"),
     script:
         "../workflow/scripts/train_model.py"

@@ -6,7 +6,9 @@
 rule reference_splits:
     input:
         pool=lambda wildcards: STUDY.reference_pool_table(),
-        samples=lambda wildcards: samples_path(config["references"]["dataset"]),
+        samples=lambda wildcards: samples_path(
+            STUDY.reference_split_settings()["dataset"]
+        ),
     output:
         splits=result(REFERENCE_SPLITS),
         texts=[
@@ -21,8 +23,8 @@ rule reference_splits:
         names=STUDY.reference_pool(),
         # the pools of other training objectives train on the same splits (mlmia.study.pools)
         aliases=STUDY.pools.aliases,
-        seed=lambda wildcards: config["references"]["seed"],
-        online=lambda wildcards: config["references"]["online"],
+        seed=lambda wildcards: STUDY.reference_split_settings()["seed"],
+        online=lambda wildcards: STUDY.reference_split_settings()["online"],
         code=library_code("reference_splits.py"),
     script:
         "../workflow/scripts/reference_splits.py"
@@ -31,7 +33,7 @@ rule reference_splits:
 rule make_neighbours:
     input:
         samples=lambda wildcards: samples_path(wildcards.dataset),
-        model=lambda wildcards: model_input_of(config["neighbours"]["model"]),
+        model=lambda wildcards: model_input_of(STUDY.neighbour_model()),
     output:
         result("samples/{dataset}~neighbours.parquet"),
     log:
@@ -42,9 +44,9 @@ rule make_neighbours:
         dataset=name_pattern([s[: -len("~neighbours")] for s in STUDY.neighbour_sets()]),
     conda:
         "../envs/mlmia.yaml"
-    threads: config["scoring"]["threads"]
+    threads: SCORING.threads
     params:
-        model=lambda wildcards: STUDY.model_dir(config["neighbours"]["model"]),
+        model=lambda wildcards: STUDY.model_dir(STUDY.neighbour_model()),
         settings=lambda wildcards: STUDY.neighbour_settings(),
         code=library_code("make_neighbours.py"),
     script:

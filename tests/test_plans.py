@@ -1,6 +1,7 @@
 """Each study's plan (mlmia.study.plans), tested without Snakemake: what runs, which outputs,
-under which named target; and that the workflow flags every plan's report items for
-`snakemake --report`."""
+under which named target; that the workflow flags every plan's report items for
+`snakemake --report` with the plan's caption; that the Snakefile includes a study's rule file
+exactly when the config runs the study; and that no rule reads the config itself."""
 
 import json
 import subprocess
@@ -12,11 +13,11 @@ import pytest
 import yaml
 from workflow_helpers import REPO
 
-from mlmia.study.plans import ALL, Plan
+from mlmia.study.plans import ALL, STUDIES, WORKFLOW_RULES, Caption, Plan
 from mlmia.study.study import Study
 from mlmia.vocabulary.layout import TOKENIZER
 
-STUDIES = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp")
+REPORTED = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp")
 
 
 def load(name):
@@ -31,12 +32,12 @@ def study(request, monkeypatch):
 
 def test_every_study_of_the_embedded_world_has_its_plan_and_named_target(study):
     plans = study.plans()
-    assert list(plans)[0] == ALL and {"zoo", *STUDIES} <= set(plans)
+    assert list(plans)[0] == ALL and {"zoo", "world", *REPORTED} <= set(plans)
     for name, plan in plans.items():
         assert isinstance(plan, Plan) and plan.target == name and plan.targets, name
         assert len(set(plan.targets)) == len(plan.targets), name
     # `snakemake` builds the default group's tables only: no study's outputs
-    assert not set(plans[ALL].targets) & {p for name in STUDIES for p in plans[name].paths()}
+    assert not set(plans[ALL].targets) & {p for name in REPORTED for p in plans[name].paths()}
 
 
 def test_every_output_lies_under_the_run_and_no_two_plans_write_one_path(study):
@@ -49,10 +50,11 @@ def test_every_output_lies_under_the_run_and_no_two_plans_write_one_path(study):
             assert path.startswith(run), (name, path)
         for path in plan.paths():
             assert written.setdefault(path, name) == name, f"{path}: {written[path]} and {name}"
-        # what the report shows is what the plan writes, and each item names its caption
+        # what the report shows is what the plan writes, under the plan's caption
         assert set(plan.report) <= set(plan.paths()), name
+        assert not plan.report or isinstance(plan.caption, Caption) and plan.caption.text, name
         for path, shown in plan.report.items():
-            assert (REPO / "report" / f"{shown.caption}.rst").is_file() and shown.category, path
+            assert shown.category, path
 
 
 def test_the_shadow_plans_write_figure_7_and_both_findings_files(study):
@@ -65,6 +67,10 @@ def test_the_shadow_plans_write_figure_7_and_both_findings_files(study):
         names = plan.settings["names"]
         assert names[0] == "alice" and len(names) == len(models) == len(plan.files["features"])
         assert plan.settings["protocol"] == study.config[name]
+        # one set of rules serves both: the plan names the protocol's own steps
+        assert plan.rules == ("rules/shadow.smk",)
+        # the translation models train through the shadow rules, the MLMs through train_model
+        assert set(plan.settings["models"]) == (set(names) if name == "shadow_mt" else set())
         assert {plan.outputs["tables"][k] for k in ("figure_png", "tables_md", "findings_md")} == set(plan.report)
     assert study.plan("shadow").files["texts"][0].endswith("shadow/alice.text.parquet")
     assert study.plan("shadow_mt").files["texts"][0].endswith("shadow_mt/alice.pairs.parquet")
@@ -168,7 +174,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
                                 job.log, job.rule.module_globals["config"], job.rule.name, None)
             text = env.from_string(caption.read_text()).render(snakemake=context, categories={}, files={})
             publish_parts(text, writer_name="html", settings_overrides={"halt_level": 2})
-            flagged[str(f)] = [str(caption), f.flags["report"].category]
+            flagged[str(f)] = [str(caption), f.flags["report"].category, text]
 print(json.dumps(flagged))
 """
 
@@ -181,13 +187,13 @@ def test_the_report_holds_every_studys_tables_figures_and_findings(monkeypatch):
                             cwd=REPO)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     flagged = json.loads(result.stdout.strip().splitlines()[-1])
+    study_caption = str((REPO / "report" / "study.rst").resolve())
     for name, plan in plans.items():
-        if name in STUDIES:
+        if name in REPORTED:
             assert plan.report, name
         for path, shown in plan.report.items():
-            assert flagged.get(path) == [str((REPO / "report" / f"{shown.caption}.rst").resolve()), shown.category], (
-                path
-            )
+            # the one caption file of every study, rendering the plan's caption
+            assert flagged.get(path) == [study_caption, shown.category, plan.caption.text], path
     # every group's findings, every table's CSV and every figure's PNG
     for group in study.groups():
         if study.finding_checks(group):
@@ -209,3 +215,87 @@ def test_every_named_target_resolves_to_one_rule_without_a_failed_guess(tmp_path
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Exception" not in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
+
+
+def test_no_rule_reads_the_config_itself():
+    # settings, threads and resources reach the rules from their study's plan or from `Study`
+    files = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
+    reads = {path.name: path.read_text().count("config[") + path.read_text().count("config.get(") for path in files}
+    assert not any(reads.values()), reads
+
+
+def test_the_plans_are_the_registry_of_rule_files(study):
+    plans = study.plans()
+    files = study.rule_files(plans)
+    assert files == list(dict.fromkeys(path for plan in plans.values() for path in plan.rules))
+    assert files[: len(WORKFLOW_RULES)] == list(WORKFLOW_RULES) and len(set(files)) == len(files)
+    # each registered study names its rule files (rules/common.smk is the workflow's helpers)
+    named = set(WORKFLOW_RULES) | {path for name in (*STUDIES, "dp") for path in study.plan(name).rules}
+    assert named == {f"rules/{path.name}" for path in (REPO / "rules").glob("*.smk")} - {"rules/common.smk"}
+    for name, registration in STUDIES.items():
+        assert registration.plan(study).target == name and (name in plans) == registration.runs(study)
+
+
+# Which rule files the Snakefile includes for a config, and the rule files its study's plans name
+# (Snakemake's API in a child process: the workflow parsed, no DAG built).
+INCLUDED = """
+import json, sys, tempfile
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, Quietness, ResourceSettings
+
+repo, out = Path(sys.argv[1]), {}
+for configfile in sys.argv[2:]:
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=repo / "Snakefile",
+                                config_settings=ConfigSettings(configfiles=[Path(configfile)]),
+                                workdir=Path(tempfile.mkdtemp()))._workflow
+        study = workflow.globals["STUDY"]
+        included = [Path(f.get_path_or_uri(secret_free=True)).resolve().relative_to(repo) for f in workflow.included]
+        out[configfile] = {"included": [str(p) for p in included if p.parent.name == "rules"],
+                           "rule_files": study.rule_files(), "plans": list(study.plans()),
+                           "rules": sorted(rule.name for rule in workflow.rules)}
+print(json.dumps(out))
+"""
+
+
+#: each study's own rule file
+OWN_RULES = {"shadow": "rules/shadow.smk", "shadow_mt": "rules/shadow.smk", "world": "rules/corpus.smk",
+             "canaries": "rules/canaries.smk", "dexposure": "rules/dexposure.smk", "extraction": "rules/extraction.smk",
+             "dp": "rules/dp.smk"}  # fmt: skip
+
+
+def test_a_studys_rule_file_is_included_exactly_when_its_plan_is(tmp_path):
+    from workflow_helpers import paper_scores_root
+
+    ci = load("ci.yaml")
+    variants = {
+        "ci": ci,
+        "no_translation_target_no_dp": {k: v for k, v in ci.items() if k not in ("shadow_mt", "dp_audit")},
+        "no_shadow": {k: v for k, v in ci.items() if k not in ("shadow", "shadow_mt")},
+        "no_world": {**load("paper_scores.yaml"), "imported": {**load("paper_scores.yaml")["imported"],
+                                                               "root": str(paper_scores_root())}},
+    }  # fmt: skip
+    for name, config in variants.items():
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    configs = [str(tmp_path / f"{name}.yaml") for name in variants]
+    result = subprocess.run([sys.executable, "-c", INCLUDED, str(REPO.resolve()), *configs], capture_output=True,
+                            text=True, cwd=REPO)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    expected_plans = {
+        "ci": {"shadow", "shadow_mt", "world", "canaries", "dexposure", "extraction", "dp"},
+        "no_translation_target_no_dp": {"shadow", "world", "canaries", "dexposure", "extraction"},
+        "no_shadow": {"world", "canaries", "dexposure", "extraction", "dp"},
+        "no_world": set(),
+    }
+    for name, path in zip(variants, configs):
+        included, plans = found[path]["included"], set(found[path]["plans"])
+        assert included[0] == "rules/common.smk" and included[1:] == found[path]["rule_files"], name
+        assert plans - {ALL, "zoo"} == expected_plans[name] and set(OWN_RULES) | set(STUDIES) == set(OWN_RULES), name
+        # a study's rule file is there when a study it serves runs (the shadow protocols share theirs)
+        for rule_file in set(OWN_RULES.values()):
+            assert (rule_file in included) == any(OWN_RULES.get(s) == rule_file for s in plans), (name, rule_file)
+        for protocol in ("shadow", "shadow_mt"):  # each protocol's rules, generated from its plan
+            assert (f"{protocol}_split" in found[path]["rules"]) == (protocol in plans), (name, protocol)
+        assert ("shadow_mt_train" in found[path]["rules"]) == ("shadow_mt" in plans), name

@@ -584,6 +584,31 @@ def test_wikipedia_register_is_article_prose_of_its_own_stream():
     assert set(subcorpora(world, wiki)["subcorpus"]) == {"mimic", "wikipedia"}
 
 
+def test_the_workflow_runs_the_masked_language_model_as_a_protocol_of_its_own():
+    """rules/shadow.smk runs either shadow protocol by name (mlmia.shadow.protocols): the MLM's corpus
+    from the world's registers and the Wikipedia one, its split as `split_and_texts` makes it."""
+    from mlmia.shadow.protocols import protocol
+    from mlmia.world.subcorpora import subcorpora
+
+    mlm = protocol("shadow")
+    frame = lambda prefix, variant=None: pd.DataFrame(  # noqa: E731
+        {"sample_id": [f"{prefix}-1-0"], "group_id": [f"{prefix}-1"], "text": [prefix], "variant": [variant]}
+    )
+    tables = {"world": frame("mimic", "plain"), "domain": frame("pubmed"), "general": frame("news"),
+              "wikipedia": frame("wiki")}  # fmt: skip
+    pd.testing.assert_frame_equal(
+        mlm.corpus(tables, {}), subcorpora(tables["world"], tables["domain"], tables["general"], tables["wikipedia"])
+    )
+    corpus = toy_corpus(n_groups=60)
+    settings = {**SPLIT_ARGS, "bob_share": 0.9, "shadows": 2, "slice_share": 0.2}
+    made, expected = mlm.split(corpus, settings), split_and_texts(corpus, settings)
+    for one, other in zip(made[:2], expected[:2]):
+        pd.testing.assert_frame_equal(one, other)
+    assert made[2].keys() == expected[2].keys()
+    for name in made[2]:
+        pd.testing.assert_frame_equal(made[2][name], expected[2][name])
+
+
 # --------------------------------------------------------------------------- end to end
 
 TINY = {

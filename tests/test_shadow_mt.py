@@ -29,6 +29,7 @@ from mlmia.models.seq2seq import (
     train_translation_model,
 )
 from mlmia.models.tokenizer import train_tokenizer
+from mlmia.shadow import protocols
 from mlmia.shadow.features import STAT_COLUMNS
 from mlmia.shadow.mt_workflow import queried_pairs, split_and_pairs, tables
 from mlmia.shadow.split import probe_table
@@ -291,6 +292,23 @@ SETTINGS = {"shared": ["discharge", "progress"], "in_house": "consult", "ood": [
             "bootstrap": 20, "seed": 0}  # fmt: skip
 
 
+def test_the_workflow_runs_the_translation_target_as_a_protocol_of_its_own(corpus):
+    """rules/shadow.smk runs either shadow protocol by name (mlmia.shadow.protocols): the translation
+    target's corpus from its settings alone, and its split as `split_and_pairs` makes it."""
+    translation = protocols.protocol("shadow_mt")
+    assert translation.section == "shadow_mt"
+    pd.testing.assert_frame_equal(translation.corpus({}, {"corpus": SMALL, "seed": 0}), build_parallel_corpus(SMALL, 0))
+    for made, expected in zip(translation.split(corpus, SETTINGS), split_and_pairs(corpus, SETTINGS)):
+        if isinstance(made, dict):
+            assert made.keys() == expected.keys()
+            for name in made:
+                pd.testing.assert_frame_equal(made[name], expected[name])
+        else:
+            pd.testing.assert_frame_equal(made, expected)
+    with pytest.raises(UserError, match="shadow protocol: unknown target 'shadow_xx'"):
+        protocols.protocol("shadow_xx")
+
+
 def test_split_gives_each_model_its_pairs_with_targets(corpus):
     split, pairs, training = split_and_pairs(corpus, SETTINGS)
     assert set(training) == {"alice", "bob_0", "bob_1"}
@@ -330,6 +348,10 @@ def test_tables_run_on_translation_features(corpus):
         features[f"bob_{s}"] = fake(rows["sample_id"], rows["member"])
     result = tables(split, pairs, features, training, SETTINGS)
     assert {"table2", "table3", "table4", "table5", "table6", "figure7", "findings"} <= set(result)
+    # the workflow's one entry for both protocols (rules/shadow.smk) gives the same tables
+    same = protocols.tables("shadow_mt", split, pairs, features, training, SETTINGS)
+    for name in ("table2", "table3", "table4", "table5", "table6", "figure7"):
+        pd.testing.assert_frame_equal(same[name], result[name])
     assert set(result["table3"]["features"]) == {
         "bleu + precision_1 + precision_2 + precision_3 + precision_4 + model_score"
     }

@@ -2,13 +2,13 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.world.subcorpora import subcorpora
+from mlmia.shadow.protocols import protocol
 
 
 def main(snakemake):
-    inputs = snakemake.input
-    tables = [pd.read_parquet(path) for path in (inputs.domain, inputs.general, inputs.wikipedia)]
-    write_parquet(subcorpora(pd.read_parquet(inputs.world), *tables), snakemake.output[0])
+    params = snakemake.params
+    tables = {name: pd.read_parquet(path) for name, path in snakemake.input.items()}
+    write_parquet(protocol(params.protocol).corpus(tables, params.settings), snakemake.output[0])
 
 
 run_step(snakemake, main)

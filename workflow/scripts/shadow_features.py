@@ -2,17 +2,16 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.models.loading import load_mlm
-from mlmia.shadow.features import fill_in_features
-from mlmia.shadow.workflow import queried_samples
+from mlmia.shadow.protocols import protocol
 
 
 def main(snakemake):
-    samples = queried_samples(
-        pd.read_parquet(snakemake.input.split), pd.read_parquet(snakemake.input.pairs), snakemake.wildcards.who
+    inputs, params = snakemake.input, snakemake.params
+    split, pairs = pd.read_parquet(inputs.split), pd.read_parquet(inputs.pairs)
+    features = protocol(params.protocol).features(
+        inputs.model, split, pairs, snakemake.wildcards.who, params.settings, snakemake.threads
     )
-    model, tokenizer = load_mlm(snakemake.input.model, "auto")
-    write_parquet(fill_in_features(model, tokenizer, samples, snakemake.params.seed), snakemake.output[0])
+    write_parquet(features, snakemake.output[0])
 
 
 run_step(snakemake, main)

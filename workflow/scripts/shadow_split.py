@@ -2,14 +2,15 @@ import pandas as pd
 
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.shadow.workflow import split_and_texts
+from mlmia.shadow.protocols import protocol
 
 
 def main(snakemake):
-    split, pairs, texts = split_and_texts(pd.read_parquet(snakemake.input[0]), snakemake.params.settings)
+    params = snakemake.params
+    split, pairs, texts = protocol(params.protocol).split(pd.read_parquet(snakemake.input[0]), params.settings)
     write_parquet(split, snakemake.output.split)
     write_parquet(pairs, snakemake.output.pairs)
-    for name, path in zip(snakemake.params.names, snakemake.output.texts):
+    for name, path in zip(params.names, snakemake.output.texts):
         write_parquet(texts[name], path)
 
 

@@ -20,21 +20,18 @@ from mlmia.data.datasets import count_rows, declared_sources
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
-from mlmia.shadow.split import shadow_model_settings
 from mlmia.study.audit import audit_spec
 from mlmia.study.needs import ExperimentNeeds
 from mlmia.study.optional import without_optional
-from mlmia.study.plans import Plans
+from mlmia.study.plans import Plans, Resources
+from mlmia.study.plans.base import resources
 from mlmia.study.pools import ReferencePools
 from mlmia.study.validation import Validation, check_config
 from mlmia.vocabulary.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.vocabulary.layout import (
-    CANARY_TOKENIZER,
     CORPORA,
     ONE_RUN_CORPUS,
     RESULTS,
-    SHADOW_MT_PREFIX,
-    SHADOW_PREFIX,
     TOKENIZER,
     WORLD_SETS,
     corpus_table,
@@ -175,11 +172,19 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def model_dir(self, name: str) -> str:
         """A model's directory (or hub id): the user's `path`, or where the workflow trains it."""
-        if name in self.reference_models() or name in self.shadow_models():
+        if name in self.reference_models() or name in self.study_models:
             return self.path(model_dir(name))
         if name not in self.models:
             raise UserError(f"config key models: {name!r} is not a configured model (models: {', '.join(self.models)})")
         return self.models[name].get("path", self.path(model_dir(name)))
+
+    def model_settings(self, name: str) -> dict:
+        """A configured model's training settings: its entry without where it comes from."""
+        return {k: v for k, v in self.models[name].items() if k not in NOT_SETTINGS}
+
+    def model_tokenizer(self, name: str) -> str | None:
+        """The tokenizer a configured model names (`models.<name>.tokenizer`), None: its own."""
+        return self.models.get(name, {}).get("tokenizer")
 
     def reference_pool(self) -> list[str]:
         """The reference models the workflow trains for LiRA and RMIA (config `references`), their
@@ -191,36 +196,14 @@ class Study(Validation, ExperimentNeeds, Plans):
         """Every reference model the workflow trains for LiRA and RMIA, of every objective's pool."""
         return self.pools.all()
 
-    def shadow_models(self) -> list[str]:
-        """The shadow protocol's models (config `shadow`): Alice's target and Bob's shadows."""
-        spec = self.config.get("shadow")
-        if not spec:
-            return []
-        return [f"{SHADOW_PREFIX}alice"] + [f"{SHADOW_PREFIX}bob_{s}" for s in range(spec["shadows"])]
-
-    def shadow_mt_models(self) -> list[str]:
-        """The translation target's encoder-decoders (config `shadow_mt`): Alice's and Bob's shadows."""
-        spec = self.config.get("shadow_mt")
-        if not spec:
-            return []
-        return [f"{SHADOW_MT_PREFIX}alice"] + [f"{SHADOW_MT_PREFIX}bob_{s}" for s in range(spec["shadows"])]
-
-    def shadow_mt_settings(self, name: str) -> dict:
-        """A translation model's settings: Alice's `shadow_mt.model`, Bob's shadows that with
-        `shadow_mt.shadow_model` over it (the shape Bob guesses)."""
-        spec = self.config["shadow_mt"]
-        who = name.removeprefix(SHADOW_MT_PREFIX)
-        return shadow_model_settings(
-            spec["model"] if who == "alice" else {**spec["model"], **spec["shadow_model"]}, who
-        )
-
     def trained_models(self) -> list[str]:
         """Every model the workflow trains: the config's models without a `path`, the
-        reference pool and the shadow protocol's models."""
+        reference pool and the MLMs the configured studies train (`study_models`: the shadow
+        protocol's)."""
         return (
             [m for m, spec in self.models.items() if "path" not in spec]
             + self.reference_models()
-            + self.shadow_models()
+            + list(self.study_models)
         )
 
     def training_spec(self, name: str) -> dict:
@@ -245,29 +228,17 @@ class Study(Validation, ExperimentNeeds, Plans):
             if "settings" in references:
                 given = dict(references["settings"])
             else:
-                given = {k: v for k, v in self.models[references["shape"]].items() if k not in NOT_SETTINGS}
+                given = self.model_settings(references["shape"])
             split, settings = self.pools.training(name, given)
             text = self.path("references", f"{split}.text.parquet")
             return {"text": text, "settings": settings, "init": references.get("init")}
-        if name in self.shadow_models():  # Alice takes her shape, Bob's shadows the shape Bob guesses
-            who = name[len(SHADOW_PREFIX) :]
-            shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
-            settings = {k: v for k, v in self.models[shape].items() if k not in NOT_SETTINGS}
-            settings = shadow_model_settings(settings, who)
-            return {"text": self.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
+        if name in self.study_models:  # a study's own MLM (its plan module says how it trains)
+            return self.study_models[name].training(self, name)
         spec = self.models[name]
         canaries = self.gradient_canaries()
         if spec.get("dp") is not None and canaries is not None:  # the white-box audit's canaries join the training
             spec = {**spec, "dp": {**spec["dp"], "canaries": canaries}}
         return {"text": self.corpus_table(spec["corpus"]), "settings": spec, "init": spec.get("init")}
-
-    def gradient_canaries(self) -> dict | None:
-        """The gradient canaries every DP model trains with (`dp_audit.gradient_canaries`, the
-        training's part), None without the DP audit or with count 0."""
-        settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
-        if not settings.get("count"):
-            return None
-        return {key: settings[key] for key in ("count", "sentinels", "norm", "seed")}
 
     def training_tokenizer(self, name: str) -> str:
         """The tokenizer a trained model uses: for the DP targets trained on the one-run canaries,
@@ -277,10 +248,6 @@ class Study(Validation, ExperimentNeeds, Plans):
             return self.canary_tokenizer()
         init = self.training_spec(name)["init"]
         return self.model_dir(init) if init else self.path(TOKENIZER)
-
-    def canary_tokenizer(self) -> str:
-        """The world's tokenizer with the new tokens of every one-run canary (mlmia.defences.token_canaries)."""
-        return self.path(CANARY_TOKENIZER)
 
     def reference_pool_table(self) -> str:
         """The pool the references train on: a world corpus (`domain`) or a table file."""
@@ -360,6 +327,64 @@ class Study(Validation, ExperimentNeeds, Plans):
             if role in spec["patients"]:
                 outputs[f"{role}_named"] = self.path("raw", f"{source}_named_{role}.csv")
         return outputs
+
+    # ------------------------------------------------------------------ what the workflow's own rules pass
+
+    def resources(self, kind: str) -> Resources:
+        """What the `training` or `scoring` jobs ask for: threads, memory, device, GPUs per job."""
+        return resources(self.config, kind)
+
+    @property
+    def figure_style(self) -> dict:
+        """How every figure is drawn (config `figure_style`)."""
+        return self.config["figure_style"]
+
+    @property
+    def world(self) -> str:
+        """The run's world in the config's words (`world`), for the report's text."""
+        return self.config["world"]
+
+    @property
+    def datasets(self) -> dict[str, dict]:
+        """The sample sets read from the user's files (config `datasets`)."""
+        return self.config.get("datasets", {})
+
+    @property
+    def imported(self) -> dict[str, dict]:
+        """The published scores imported (config `imported.datasets`)."""
+        return self.config.get("imported", {}).get("datasets", {})
+
+    def imported_root(self) -> str:
+        """Where the imported score files lie (config `imported.root`)."""
+        return self.config["imported"]["root"]
+
+    @property
+    def raw(self) -> dict:
+        """The raw MIMIC-III and i2b2 files imported first (config `raw`)."""
+        return self.config.get("raw", {})
+
+    def embedding_model(self) -> str:
+        """The model whose [CLS] embedding Table 7's exposure features read (`exposure.embedding_model`)."""
+        return self.config["exposure"]["embedding_model"]
+
+    def neighbour_model(self) -> str:
+        """The model that writes the neighbour texts (`neighbours.model`)."""
+        return self.config["neighbours"]["model"]
+
+    def reference_split_settings(self) -> dict:
+        """How the reference pool's splits are drawn: the sample table whose patients they split
+        (`references.dataset`), the seed, and whether the audited patients join them (`online`)."""
+        references = self.config["references"]
+        return {"dataset": references["dataset"], "seed": references["seed"], "online": references["online"]}
+
+    def attack_settings(self) -> dict:
+        """What every attack table's job passes to the attacks: the metrics' seed and the config's
+        attack parameters (`attacks`)."""
+        return {"seed": self.metrics["seed"], "attacks": self.config["attacks"]}
+
+    def protocols(self) -> list[str]:
+        """The metrics' protocols every table shows (`metrics.protocols`)."""
+        return self.metrics["protocols"]
 
     # ------------------------------------------------------------------ findings
 

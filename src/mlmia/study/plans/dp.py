@@ -1,0 +1,93 @@
+"""The DP audit (`snakemake dp` with config `dp_audit`, rules/dp.smk; docs/dp.md): one audit and
+one check per DP target, the bounds, the one-run audit, the findings and the privacy-utility figure
+in results/<run>/dp/. Its named target is the tables spec's group `dp` (`mlmia.study.plans.groups`),
+whose tables join the audit's outputs."""
+
+from __future__ import annotations
+
+from mlmia.study.plans.base import Caption, Plan, shown
+from mlmia.vocabulary.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS
+from mlmia.vocabulary.spec import DP_GROUP
+
+RULES = "rules/dp.smk"
+#: what the DP audit writes beside its tables, figures and findings (mlmia.defences)
+DP_FILES = {"bounds_csv": "bounds.csv", "bounds_md": "bounds.md", "by_attack": "bounds_by_attack.csv",
+            "one_run_csv": "one_run.csv", "one_run_md": "one_run.md", "checks_csv": "checks.csv",
+            "findings_csv": "findings.csv", "findings_md": "findings.md"}  # fmt: skip
+
+
+class DPTargets:
+    """The DP audit's targets and what they train with (a part of `Study`)."""
+
+    def dp_targets(self) -> list[str]:
+        """The models the DP audit audits: every configured model with a dp setting (with dp_audit)."""
+        if not self.config.get("dp_audit"):
+            return []
+        return [name for name, spec in self.models.items() if spec.get("dp") is not None and "path" not in spec]
+
+    def dp_audit_outputs(self, target: str) -> dict[str, str]:
+        """A DP target's audit record (its job never fails on a finding) and the mark its check job
+        leaves when the target passes (the job that fails the run)."""
+        return {"record": self.path("dp", "audit", f"{target}.json"),
+                "passed": self.path("dp", "audit", f"{target}.passed")}  # fmt: skip
+
+    def one_run_targets(self) -> list[str]:
+        """The DP targets trained on the one-run audit's canaries (corpus dp_private)."""
+        return [name for name in self.dp_targets() if self.models[name].get("corpus") == ONE_RUN_CORPUS]
+
+    def gradient_canaries(self) -> dict | None:
+        """The gradient canaries every DP model trains with (`dp_audit.gradient_canaries`, the
+        training's part), None without the DP audit or with count 0."""
+        settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
+        if not settings.get("count"):
+            return None
+        return {key: settings[key] for key in ("count", "sentinels", "norm", "seed")}
+
+    def canary_tokenizer(self) -> str:
+        """The world's tokenizer with the new tokens of every one-run canary (mlmia.defences.token_canaries)."""
+        return self.path(CANARY_TOKENIZER)
+
+
+def dp_plan(study) -> Plan:
+    """The DP audit's part of `snakemake dp` (with `dp_audit`): one audit and one check per DP target, the
+    bounds, the one-run audit, the findings and the privacy-utility figure in results/<run>/dp/;
+    `settings["audits"]` what each target's audit attacks (`mlmia.defences.workflow.audit_plan`)."""
+    from mlmia.defences.workflow import audit_plan
+
+    bounds = {key: study.path("dp", file) for key, file in DP_FILES.items()}
+    figure = {"png": study.path("dp", "privacy_utility.png"), "pdf": study.path("dp", "privacy_utility.pdf")}
+    targets = study.dp_targets()
+    audits = {target: study.dp_audit_outputs(target) for target in targets}
+    report = shown(bounds, {"bounds_md": "bounds", "one_run_md": "one-run audit", "findings_md": "findings"},
+                   "DP audit")  # fmt: skip
+    report |= shown(figure, {"png": "privacy-utility figure"}, "DP audit")
+    audit = study.config.get("dp_audit", {})
+    metrics = study.config["metrics"]
+    return Plan(
+        target=DP_GROUP,
+        targets=[*bounds.values(), *figure.values(), *(audit["passed"] for audit in audits.values())],
+        outputs={"bounds": bounds, "figure": figure},
+        files={
+            "records": [audit["record"] for audit in audits.values()],
+            "record": study.dp_audit_outputs("{target}")["record"],
+            "passed": study.dp_audit_outputs("{target}")["passed"],
+        },
+        settings={
+            "audit": audit,
+            "targets": targets,
+            "audits": audit_plan(study) if study.config.get("dp_audit") else {},
+            "one_run_targets": study.one_run_targets(),
+            "bootstrap": {"bootstrap": metrics["bootstrap"], "seed": metrics["seed"]},
+            "fpr": (audit or {}).get("fpr", 0.01),
+            "style": study.figure_style,
+        },
+        resources={"audit": study.resources("scoring")},
+        rules=(RULES,),
+        report=report,
+        caption=Caption(
+            f"The DP audit (docs/dp.md): per DP target, the empirical lower bounds on epsilon at FPR "
+            f"{(audit or {}).get('fpr', 0.01)} with confidence {(audit or {}).get('confidence', 0.95)} beside the "
+            "target's guarantee, the one-run audit and mechanism checks, the findings, and the privacy-utility figure "
+            "over all targets."
+        ),
+    )
