@@ -155,7 +155,7 @@ def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
     for key in ("scoring", "metrics", "figure_style", "training", "exposure", "tokenizer"):
         del config[key]
     s = study(config)
-    assert s.config["scoring"]["k"] == 10 and s.config["scoring"]["mask_count"] == "ceil"
+    assert s.config["scoring"]["patterns"] == 10 and s.config["scoring"]["mask_count"] == "ceil"
     assert s.config["metrics"]["bootstrap"] == 200 and s.config["metrics"]["protocols"] == ["published", "corrected"]
     assert s.config["figure_style"]["dpi"] == 150 and s.config["training"]["threads"] == 1
     spec_defaults = yaml.safe_load((SCHEMAS / "tables.schema.yaml").read_text())
@@ -204,6 +204,61 @@ def test_validation_leaves_the_corpus_section_as_given():
         validate(
             {"run": "x", "tables_spec": "t.yaml", "corpus": {"mimic": {"member_patients": 0}}}, schema_path("config")
         )
+
+
+IMPORTED = {"energy": "masked", "files": "{root}/{model}__{set}.txt", "models": ["m"],
+            "sets": {"members": {"role": "member", "source": "mimic"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "old, message",
+    [
+        ({"scoring": {"k": 4}}, "config key scoring.k: renamed to scoring.patterns"),
+        (
+            {"imported": {"root": "r", "datasets": {"long": {**IMPORTED, "k": 20}}}},
+            "config key imported.datasets.long.k: renamed to imported.datasets.long.patterns",
+        ),
+    ],
+)
+def test_a_renamed_key_is_refused_naming_the_new_one(old, message):
+    from mlmia.vocabulary.schema import schema_path, validate
+
+    # refused before validation: before the other mistakes of the same config, and in one line
+    config = {"run": "x", "tables_spec": "unused.yaml", "training": {"thread": 2}, **copy.deepcopy(old)}
+    with pytest.raises(UserError) as caught:
+        validate(config, schema_path("config"))
+    assert str(caught.value) == message
+
+
+def test_the_renamed_keys_validate_under_their_new_names():
+    from mlmia.vocabulary.schema import schema_path, validate
+
+    config = validate(
+        {"run": "x", "tables_spec": "unused.yaml", "scoring": {"patterns": 4},
+         "imported": {"root": "r", "datasets": {"long": {**IMPORTED, "patterns": 20}}}},
+        schema_path("config"),
+    )  # fmt: skip
+    assert config["scoring"]["patterns"] == 4 and "k" not in config["scoring"]
+    assert config["imported"]["datasets"]["long"]["patterns"] == 20
+
+
+def test_the_command_line_refuses_a_renamed_option(capsys):
+    from mlmia.cli import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["score", "--masks", "4", "--model", "m", "--samples", "s.csv", "--out", "o.parquet"])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == "mlmia: error: mlmia score: argument --masks: renamed to --patterns\n"
+
+
+def test_the_command_line_defaults_are_the_schemas():
+    # `mlmia score` with no option given scores as a config that leaves `scoring:` out
+    from mlmia.cli import build_parser
+
+    args = build_parser().parse_args(["score", "--model", "m", "--samples", "s.csv", "--out", "o.parquet"])
+    chosen = (args.patterns, args.seed, args.reduction, args.mask_count, args.precision, args.device)
+    assert chosen == (10, 0, "mean", "ceil", "auto", "auto")
+    assert args.energy == "masked" and args.batch_size is None and args.truncate is False
 
 
 @pytest.mark.parametrize(

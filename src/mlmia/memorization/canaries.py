@@ -344,7 +344,7 @@ def pll_scores(
         tokenizer,
         samples,
         energy="normalized",
-        k=1,
+        patterns=1,
         seed=seed,
         batch_size=batch_size,
         num_threads=num_threads,
