@@ -209,7 +209,7 @@ def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
     pd.DataFrame({"sample_id": chosen.sample_id, "kind": "word", "start": [a for a, _ in spans],
                   "end": [b for _, b in spans]}).to_csv(audit_run / "userdata/phi.csv", index=False)  # fmt: skip
     overlay = {"extraction": {"dataset": "notes", "target": "target", "reference": "reference", "sources": ["clinic"],
-                              "phi": "userdata/phi.csv", "k": 5, "bootstrap": 50}}  # fmt: skip
+                              "phi": "userdata/phi.csv", "top_k": 5, "bootstrap": 50}}  # fmt: skip
     (audit_run / "extraction.yaml").write_text(yaml.safe_dump(overlay))
     run_snakemake(audit_run, "extraction", "--configfile", "byo.yaml", "extraction.yaml")
     rates = pd.read_csv(audit_run / "results/planted/extraction/rates.csv")

@@ -218,6 +218,7 @@ IMPORTED = {"energy": "masked", "files": "{root}/{model}__{set}.txt", "models": 
             {"imported": {"root": "r", "datasets": {"long": {**IMPORTED, "k": 20}}}},
             "config key imported.datasets.long.k: renamed to imported.datasets.long.patterns",
         ),
+        ({"extraction": {"k": 5}}, "config key extraction.k: renamed to extraction.top_k"),
     ],
 )
 def test_a_renamed_key_is_refused_naming_the_new_one(old, message):
@@ -234,12 +235,13 @@ def test_the_renamed_keys_validate_under_their_new_names():
     from mlmia.vocabulary.schema import schema_path, validate
 
     config = validate(
-        {"run": "x", "tables_spec": "unused.yaml", "scoring": {"patterns": 4},
+        {"run": "x", "tables_spec": "unused.yaml", "scoring": {"patterns": 4}, "extraction": {"top_k": 5},
          "imported": {"root": "r", "datasets": {"long": {**IMPORTED, "patterns": 20}}}},
         schema_path("config"),
     )  # fmt: skip
     assert config["scoring"]["patterns"] == 4 and "k" not in config["scoring"]
     assert config["imported"]["datasets"]["long"]["patterns"] == 20
+    assert config["extraction"]["top_k"] == 5 and "k" not in config["extraction"]
 
 
 def test_the_command_line_refuses_a_renamed_option(capsys):
