@@ -219,6 +219,11 @@ IMPORTED = {"energy": "masked", "files": "{root}/{model}__{set}.txt", "models": 
             "config key imported.datasets.long.k: renamed to imported.datasets.long.patterns",
         ),
         ({"extraction": {"k": 5}}, "config key extraction.k: renamed to extraction.top_k"),
+        ({"attacks": {"min_k": {"k": 0.3}}}, "config key attacks.min_k.k: renamed to attacks.min_k.fraction"),
+        (
+            {"attacks": {"rmia": {"gamma": 2.0}, "min_k_plus_plus": {"k": 0.3}}},
+            "config key attacks.min_k_plus_plus.k: renamed to attacks.min_k_plus_plus.fraction",
+        ),
     ],
 )
 def test_a_renamed_key_is_refused_naming_the_new_one(old, message):
@@ -242,6 +247,19 @@ def test_the_renamed_keys_validate_under_their_new_names():
     assert config["scoring"]["patterns"] == 4 and "k" not in config["scoring"]
     assert config["imported"]["datasets"]["long"]["patterns"] == 20
     assert config["extraction"]["top_k"] == 5 and "k" not in config["extraction"]
+
+
+def test_an_attack_takes_its_renamed_parameter_from_the_config(in_repo):
+    # Min-K%'s fraction reaches the metrics job's params under its new name; a parameter of
+    # another attack that is also called k is not Min-K%'s (only attacks.min_k*.k were renamed)
+    from mlmia.vocabulary.schema import check_renamed
+
+    config = load("config.yaml")
+    config["attacks"] = {"min_k": {"fraction": 0.3}}
+    s = study(config)
+    params = [s.metric_settings(n)["attack_params"] for n in s.metric_experiments()]
+    assert {"min_k": {"fraction": 0.3}}.items() <= next(p for p in params if "min_k" in p).items()
+    check_renamed({"attacks": {"my_attack": {"k": 3}}})  # a user's attack may have its own k
 
 
 def test_the_command_line_refuses_a_renamed_option(capsys):

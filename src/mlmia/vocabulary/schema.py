@@ -38,12 +38,15 @@ READS_FILES = "schemas/*.schema.yaml"
 
 #: keys renamed, by schema: the old key's path ("*": any entry of a mapping of named entries)
 #: -> its new last part. One word per concept: `patterns` is the count of masking patterns (the
-#: paper's K; the CLI's --patterns), `top_k` extraction's top-k.
+#: paper's K; the CLI's --patterns), `top_k` extraction's top-k, `fraction` the share of tokens
+#: Min-K% and Min-K%++ average over.
 RENAMED: dict[str, dict[tuple[str, ...], str]] = {
     "config": {
         ("scoring", "k"): "patterns",
         ("imported", "datasets", "*", "k"): "patterns",
         ("extraction", "k"): "top_k",
+        ("attacks", "min_k", "k"): "fraction",
+        ("attacks", "min_k_plus_plus", "k"): "fraction",
     },
     "tables": {},
 }
