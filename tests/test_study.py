@@ -533,3 +533,38 @@ def test_reference_pool_fine_tuned_from_a_trained_model(in_repo, tmp_path):
     config["models"]["public"] = {"path": "bert-base-uncased"}  # a hub id: no local directory to fine-tune
     with pytest.raises(UserError, match="references.init: 'public' must be a local model directory"):
         study(config)
+
+
+def test_what_a_tables_spec_leaves_out_is_the_schemas_default(tmp_path):
+    # a finding cell's alpha, a column's alpha and an exposure table's attack: written once, in
+    # tables.schema.yaml; the metrics jobs compute at those alphas, Table 7 labels with that attack
+    threshold = {"metric": "recall", "attack": "loss", "threshold": "population"}
+    spec = {
+        "experiments": {name: {"dataset": "d", "target": "t", "reference": "r", "nonmembers": "x", "population": "y"}
+                        for name in ("e", "f", "g")},
+        "tables": {"t": {"columns": [{"id": "c", "experiment": "e"}], "rows": [{"metric": "auc", "attack": "loss"}]},
+                   "t7": {"kind": "exposure", "columns": [{"id": "c", "experiment": "g", "metric": "precision", "split": "test"}],
+                          "rows": [{"label": "all", "features": "all"}]}},
+        "findings": [{"id": "f", "claim": "c", "experiments": ["f"], "compare": threshold,
+                      "against": {**threshold, "alpha": 0.05}}],
+    }  # fmt: skip
+    (tmp_path / "d.csv").write_text("g,t,r\np,some words,member\n")
+    config = {
+        "run": "tiny", "tables_spec": str(tmp_path / "spec.yaml"),
+        "datasets": {"d": {"columns": {"text": "t", "group": "g", "role": "r"},
+                           "files": [{"path": str(tmp_path / "d.csv"), "source": "x"}]}},
+        "models": {"t": {"path": "t"}, "r": {"path": "r"}}, "exposure": {"embedding_model": "r"},
+    }  # fmt: skip
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    s = Study.from_config(config, REPO)
+    assert s.tables["t"]["columns"][0]["alpha"] == 0.1 and "attack" not in s.tables["t"]
+    assert s.metric_settings("f")["alphas"] == [0.05, 0.1]
+    check = s.finding_checks()[0]
+    assert (check["compare"]["alpha"], check["against"]["alpha"], check["kind"], check["margin"]) == (
+        0.1, 0.05, "finding", 0
+    )  # fmt: skip
+    assert (s.exposure_settings("g")["attack"], s.exposure_settings("g")["alpha"]) == ("likelihood_ratio", 0.1)
+    # an exposure table naming its attack keeps it
+    spec["tables"]["t7"]["attack"] = "loss"
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert Study.from_config(copy.deepcopy(config), REPO).exposure_settings("g")["attack"] == "loss"

@@ -35,14 +35,14 @@ class ExperimentNeeds:
             if self.kind(table) != "metrics":
                 continue
             for column, _, cell in self.cells(table):
-                cells, alpha = out.setdefault(column["experiment"], []), float(column.get("alpha", 0.1))
+                cells, alpha = out.setdefault(column["experiment"], []), float(column["alpha"])
                 cells.append((cell, alpha))
                 if cell.versus:  # the attack a cell is compared with is computed too
                     cells.append((replace(cell, attack=cell.versus, versus=None), alpha))
         for check in self.finding_checks():
             for side in ("compare", "against"):
                 out.setdefault(check[side]["experiment"], []).append(
-                    (Cell.pinned(check[side]), float(check[side].get("alpha", 0.1)))
+                    (Cell.pinned(check[side]), float(check[side]["alpha"]))
                 )
         return out
 
@@ -80,18 +80,21 @@ class ExperimentNeeds:
         return [name for name in self.experiments if self.roc_attacks(name)]
 
     def exposure_settings(self, name: str) -> dict:
-        """Table 7's settings for experiment `name`: the attack that labels members exposed and
-        its alpha (one per experiment), plus the config's `exposure` section."""
+        """Table 7's settings for experiment `name` (one of `exposure_experiments`): the attack that
+        labels members exposed and its alpha (one per experiment; the tables spec's defaults
+        filled in), plus the config's `exposure` section."""
         asked = {
-            (self.tables[t].get("attack", "likelihood_ratio"), float(c.get("alpha", 0.1)))
+            (self.tables[t]["attack"], float(c["alpha"]))
             for t in self.tables if self.kind(t) == "exposure"
             for c in self.tables[t]["columns"] if c["experiment"] == name
         }  # fmt: skip
+        if not asked:
+            raise KeyError(f"experiment {name!r} is in no exposure table")
         if len(asked) > 1:
             raise UserError(
                 f"{self.spec_name}: exposure tables ask experiment {name!r} for several (attack, alpha): {sorted(asked)}"
             )
-        attack, alpha = asked.pop() if asked else ("likelihood_ratio", 0.1)
+        attack, alpha = asked.pop()
         return {"attack": attack, "alpha": alpha, **self.config["exposure"]}
 
     def exposure_experiments(self) -> list[str]:

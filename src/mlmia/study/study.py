@@ -165,7 +165,7 @@ class Study(Validation, ExperimentNeeds, Plans):
                 yield column, row, Cell.pinned(column, row)
 
     def kind(self, table: str) -> str:
-        return self.tables[table].get("kind", "metrics")
+        return self.tables[table]["kind"]
 
     # ------------------------------------------------------------------ models and sample sets
 
@@ -397,9 +397,9 @@ class Study(Validation, ExperimentNeeds, Plans):
                         raise UserError(f"{self.spec_name}: finding {finding['id']!r} {side} names no experiment")
                     sides[side] = cell
                 checks.append({
-                    "finding": finding["id"], "claim": finding["claim"], "kind": finding.get("kind", "finding"),
+                    "finding": finding["id"], "claim": finding["claim"], "kind": finding["kind"],
                     "scope": " vs ".join(pair) if isinstance(name, list) else name, "group": finding_group,
-                    "margin": float(finding.get("margin", 0.0)), "allow_equal": bool(finding.get("allow_equal", False)),
+                    "margin": float(finding["margin"]), "allow_equal": bool(finding["allow_equal"]),
                     **sides,
                 })  # fmt: skip
         return checks
