@@ -316,7 +316,7 @@ class Study(Validation, ExperimentNeeds, Plans):
         `scoring.neighbour_sets_per_job` (a job's start-up costs more than scoring one set)."""
         if dataset.endswith(NEIGHBOUR_SET):
             base = dataset[: -len(NEIGHBOUR_SET)]
-            per_job = int(self.config["scoring"].get("neighbour_sets_per_job", 1))
+            per_job = int(self.config["scoring"]["neighbour_sets_per_job"])
             return self.shards(base) * math.ceil(int(self.config["neighbours"]["count"]) / per_job)
         if dataset in self.config.get("datasets", {}):
             wanted = self.config["datasets"][dataset]["shards"]
