@@ -213,7 +213,7 @@ def test_exposure_labels_and_degenerate_case():
         "target_energy": [-5.0, -4.0, -3.5, 2.0] + list(np.linspace(-3, 3, 10)), "reference_energy": 0.0,
         "sample_id": range(14),
     })  # fmt: skip
-    members = exposed_labels(attack, 0.1)  # threshold: the lowest population statistic, -3
+    members = exposed_labels(attack, 0.1, "likelihood_ratio")  # threshold: the lowest population statistic, -3
     assert members.exposed.tolist() == [True, True, True, False]
     # too few of one class: empty cells, not invented numbers
     metrics = exposure_metrics(members, pd.DataFrame({"digits": [1, 2, 3, 4]}), np.zeros((4, 2)), 0.1)

@@ -16,7 +16,7 @@ class ExperimentNeeds:
 
     def attack_params(self, name: str) -> dict:
         """An attack's parameters from the config (``attacks.<name>``), over its defaults."""
-        return get_attack(name, self.config.get("attacks", {}).get(name)).params
+        return get_attack(name, self.config["attacks"].get(name)).params
 
     def table_experiments(self, table: str) -> list[str]:
         """The experiments a table's columns read, in column order."""
@@ -149,7 +149,7 @@ class ExperimentNeeds:
         """For each model role, the score columns experiment `name`'s attacks read."""
         columns: dict[str, list[str]] = {}
         for attack in self.experiment_attacks(name):
-            for role, wanted in get_attack(attack, self.config.get("attacks", {}).get(attack)).inputs.items():
+            for role, wanted in get_attack(attack, self.config["attacks"].get(attack)).inputs.items():
                 columns.setdefault(role, [])
                 columns[role] += [c for c in wanted if c not in columns[role]]
         return dict(sorted(columns.items()))
