@@ -190,6 +190,51 @@ def test_the_library_reads_the_defaults_validation_fills():
         defaults("models", "x")
 
 
+def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
+    # defaults once: a function a user calls directly takes, for what it is not given, what
+    # validation writes into a config that leaves those keys out (the schema's), nothing of its own
+    import inspect
+
+    from mlmia.memorization.exposed_samples import exposure_metrics
+    from mlmia.memorization.extraction import extraction_rates, infill
+    from mlmia.models.tokenizer import train_tokenizer
+    from mlmia.scoring.energy import score_file, score_samples, score_samples_oracle
+    from mlmia.scoring.neighbours import neighbour_samples
+    from mlmia.scoring.settings import ScoringSettings
+    from mlmia.vocabulary.schema import schema_path, validate
+
+    sections = ("scoring", "extraction", "neighbours", "tokenizer", "exposure")
+    config = validate({"run": "x", "tables_spec": "unused.yaml", **{k: {} for k in sections}}, schema_path("config"))
+    spec = validate({"experiments": {"e": {"dataset": "d", "target": "t", "nonmembers": "n", "population": "p"}}},
+                    schema_path("tables"))  # fmt: skip
+
+    def given(function, **names):
+        parameters = inspect.signature(function).parameters
+        return {key: parameters[name].default for key, name in names.items()}
+
+    scoring = config["scoring"]
+    keys = ("patterns", "seed", "reduction", "mask_count", "truncate")
+    for function in (score_samples, score_samples_oracle, score_file):
+        assert given(function, **{k: k for k in keys}) == {k: scoring[k] for k in keys}, function.__name__
+        assert given(function, energy="energy") == {"energy": spec["experiments"]["e"]["energy"]}
+    assert given(score_file, device="device", precision="precision") == {
+        "device": scoring["device"], "precision": scoring["precision"]
+    }  # fmt: skip
+    assert ScoringSettings() == ScoringSettings.from_config(scoring)
+    extraction = config["extraction"]
+    assert given(infill, top_k="top_k", batch_size="batch_size") == {
+        "top_k": extraction["top_k"], "batch_size": extraction["batch_size"]
+    }  # fmt: skip
+    assert given(extraction_rates, seed="seed", bootstrap="replicates") == {
+        "seed": extraction["seed"], "bootstrap": extraction["bootstrap"]
+    }  # fmt: skip
+    neighbours = {k: config["neighbours"][k] for k in ("count", "seed", "candidates", "dropout")}
+    assert given(neighbour_samples, count="n", seed="seed", candidates="candidates", dropout="dropout") == neighbours
+    assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency") == config["tokenizer"]
+    exposure = {k: config["exposure"][k] for k in ("test_size", "seed")}
+    assert given(exposure_metrics, test_size="test_size", seed="seed") == exposure
+
+
 def test_validation_leaves_the_corpus_section_as_given():
     # the world's rules pass `corpus` as their params: a default written into it would rerun
     # every world job of a config that leaves one out (mlmia.world.corpus.corpus_settings fills them)
