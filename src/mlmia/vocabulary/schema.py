@@ -153,8 +153,7 @@ def defaults(*keys: str, schema: str = "config") -> dict:
     (``defaults("dexposure", "model")``; ``"*"`` for an entry of a mapping: ``defaults("models",
     "*")``, ``defaults("models", "*", "dp")``): what validation writes into an empty section,
     with the defaults it leaves to the library (`x-fill-defaults`). A fresh copy. `schema`
-    "tables": the tables spec's (``defaults("experiments", "*", schema="tables")``; a `$defs`
-    entry by its name: ``defaults("$defs", "finding_cell", schema="tables")``)."""
+    "tables": the tables spec's (``defaults("experiments", "*", schema="tables")``)."""
     return copy.deepcopy(_section_defaults(schema, keys))
 
 
@@ -167,13 +166,8 @@ def _schema(name: str) -> dict:
 def _section_defaults(name: str, keys: tuple[str, ...]) -> dict:
     schema = _schema(name)
     for depth, key in enumerate(keys):
-        # "*": any entry of a mapping of named entries (`models`); "$defs": the schema's definitions
-        if key == "*":
-            schema = schema.get("additionalProperties")
-        elif depth == 0 and key == "$defs":
-            schema = {"properties": schema.get("$defs", {})}
-        else:
-            schema = schema.get("properties", {}).get(key)
+        # "*": any entry of a mapping of named entries (`models`)
+        schema = schema.get("additionalProperties") if key == "*" else schema.get("properties", {}).get(key)
         if not isinstance(schema, dict):
             raise KeyError(f"the {name} schema has no section {'.'.join(keys[: depth + 1])}")
     return _defaults_of(schema)
