@@ -33,7 +33,7 @@ def authors_loop(model, tok, texts: list[str], k: int = K, seed: int = 0) -> lis
         t = ids.shape[1] - 2
         values = []
         for _ in range(k):
-            pos = torch.from_numpy(1 + rng.choice(t, n_masked(t), replace=False))
+            pos = torch.from_numpy(1 + rng.choice(t, n_masked(t, "ceil"), replace=False))
             masked = ids.clone()
             masked[0, pos] = tok.mask_token_id
             model(masked)  # the first pass

@@ -45,7 +45,7 @@ def main(argv=None) -> None:
                     if model.bert.encoder.layer[0].attention.self.config._attn_implementation != kernel:
                         raise RuntimeError(f"the model did not switch to the {kernel} kernel")
                     start = time.perf_counter()
-                    out = score_samples(model, tok, df, energy=energy, k=args.k)
+                    out = score_samples(model, tok, df, energy=energy, patterns=args.patterns)
                     times[kernel].append(time.perf_counter() - start)
                     energies[kernel] = out.set_index("sample_id")["energy"].sort_index().to_numpy()
             model.set_attn_implementation(loaded_with)

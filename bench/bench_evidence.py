@@ -47,7 +47,7 @@ def main(argv=None) -> None:
                     fast_path.token_evidence = function
                     try:
                         start = time.perf_counter()
-                        energy_module.score_samples(model, tok, df, energy=energy, k=args.k)
+                        energy_module.score_samples(model, tok, df, energy=energy, patterns=args.patterns)
                         times[variant].append(time.perf_counter() - start)
                     finally:
                         fast_path.token_evidence = shipped

@@ -90,7 +90,7 @@ def interleaved_arguments(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--models", nargs="+", default=["2x128", "4x256"], help="LAYERSxHIDDEN")
     parser.add_argument("--vocab", type=int, default=3000)
     parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--patterns", type=int, default=10, help="K, masking patterns per sample")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="write the rows here too")
@@ -104,7 +104,7 @@ def main(argv=None) -> None:
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--min-tokens", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=60)
-    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--patterns", type=int, default=10, help="K, masking patterns per sample")
     ap.add_argument("--token-budget", type=int, nargs="+", default=[None], help="one or more budgets to compare")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--oracle-samples", type=int, default=20)
@@ -123,24 +123,30 @@ def main(argv=None) -> None:
         f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
     print(
-        f"{args.samples} samples, {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.1f}), vocab {args.vocab}, K={args.k}"
+        f"{args.samples} samples, {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.1f}), vocab {args.vocab}, K={args.patterns}"
     )
     results = []
     for spec in args.models:
         layers, hidden = map(int, spec.lower().split("x"))
         model = build_model(layers, hidden, args.vocab)
-        score_samples(model, tok, df.head(8), k=args.k)  # warm-up (and the head check)
+        score_samples(model, tok, df.head(8), patterns=args.patterns)  # warm-up (and the head check)
         for energy in args.energies:
             if energy == "masked":
-                copies = np.array([min(args.k, math.comb(int(t), n_masked(int(t)))) for t in lengths])
-                masked = np.array([n_masked(int(t)) for t in lengths])
+                copies = np.array([min(args.patterns, math.comb(int(t), n_masked(int(t), "ceil"))) for t in lengths])
+                masked = np.array([n_masked(int(t), "ceil") for t in lengths])
             else:
                 copies, masked = lengths.copy(), np.ones_like(lengths)
             flops = useful_flops(lengths, copies, masked, layers, hidden, args.vocab)
             for budget in args.token_budget:
                 sec, out = timed(
                     lambda model=model, energy=energy, budget=budget: score_samples(
-                        model, tok, df, energy=energy, k=args.k, batch_size=args.batch_size, token_budget=budget
+                        model,
+                        tok,
+                        df,
+                        energy=energy,
+                        patterns=args.patterns,
+                        batch_size=args.batch_size,
+                        token_budget=budget,
                     ),
                     args.repeats,
                 )
@@ -158,7 +164,7 @@ def main(argv=None) -> None:
                 if n_or:
                     osec, oout = timed(
                         lambda model=model, energy=energy, n_or=n_or: score_samples_oracle(
-                            model, tok, df.head(n_or), energy=energy, k=args.k
+                            model, tok, df.head(n_or), energy=energy, patterns=args.patterns
                         ),
                         1,
                     )

@@ -40,7 +40,9 @@ def held_out(run: Path) -> pd.DataFrame:
 def held_out_loss(model_dir: Path, samples: pd.DataFrame, threads: int) -> float:
     """Mean masked energy (K = 10, seed 0) of the samples under the model."""
     model, tokenizer = load_mlm(model_dir, device="cpu")
-    scores = score_samples(model, tokenizer, samples, energy="masked", k=10, seed=0, device="cpu", num_threads=threads)
+    scores = score_samples(
+        model, tokenizer, samples, energy="masked", patterns=10, seed=0, device="cpu", num_threads=threads
+    )
     return float(scores["energy"].mean())
 
 

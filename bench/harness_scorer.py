@@ -30,19 +30,19 @@ def workload_flops(tok, df: pd.DataFrame) -> tuple[float, int]:
     from mlmia.scoring.masks import n_masked
 
     lengths = np.array([len(x) for x in tok(df.text.tolist(), add_special_tokens=False)["input_ids"]])
-    copies = np.array([min(K, math.comb(int(t), n_masked(int(t)))) for t in lengths])
-    masked = np.array([n_masked(int(t)) for t in lengths])
+    copies = np.array([min(K, math.comb(int(t), n_masked(int(t), "ceil"))) for t in lengths])
+    masked = np.array([n_masked(int(t), "ceil") for t in lengths])
     return useful_flops(lengths, copies, masked, LAYERS, HIDDEN, VOCAB), int((copies * (lengths + 2)).sum())
 
 
 def scorer_steady_state(model, tok, df, precision: str, repeats: int) -> dict:
     from mlmia.scoring.energy import score_samples
 
-    score_samples(model, tok, df.head(16), k=K, precision=precision)  # warm-up and the head check
+    score_samples(model, tok, df.head(16), patterns=K, precision=precision)  # warm-up and the head check
     best, out = math.inf, None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        out = score_samples(model, tok, df, k=K, precision=precision)
+        out = score_samples(model, tok, df, patterns=K, precision=precision)
         best = min(best, time.perf_counter() - t0)
     flops, tokens = workload_flops(tok, df)
     return {
@@ -63,7 +63,7 @@ def loops(model, tok, df_small: pd.DataFrame, scorer_samples_per_s: float) -> di
     authors_loop(model, tok, df_small.text.tolist())
     authors = len(df_small) / (time.perf_counter() - t0)
     t0 = time.perf_counter()
-    score_samples_oracle(model, tok, df_small, k=K)
+    score_samples_oracle(model, tok, df_small, patterns=K)
     oracle = len(df_small) / (time.perf_counter() - t0)
     return {
         "samples": len(df_small),
@@ -82,9 +82,9 @@ def save_model(directory: Path) -> Path:
     return directory
 
 
-def mlmia_score_cmd(model_dir: Path, samples: Path, out: Path, k: int = K) -> list[str]:
+def mlmia_score_cmd(model_dir: Path, samples: Path, out: Path, patterns: int = K) -> list[str]:
     return [str(Path(sys.executable).parent / "mlmia"), "score", "--model", str(model_dir), "--samples", str(samples),
-            "--out", str(out), "--masks", str(k)]  # fmt: skip
+            "--out", str(out), "--patterns", str(patterns)]  # fmt: skip
 
 
 def whole_process(work: Path, model_dir: Path, sizes: list[int], repeats: int) -> dict:
@@ -115,7 +115,9 @@ def memory(work: Path, model_dir: Path, sizes: list[int]) -> list[dict]:
     for n in sizes:
         path = work / f"memory_{n}.parquet"
         df.head(n).to_parquet(path)
-        rows.append({"samples": n, **timed_process(mlmia_score_cmd(model_dir, path, work / "out.parquet", k=10))})
+        rows.append(
+            {"samples": n, **timed_process(mlmia_score_cmd(model_dir, path, work / "out.parquet", patterns=10))}
+        )
     return rows
 
 
@@ -152,20 +154,20 @@ def gpu_mfu(repeats: int) -> dict | None:
     df = synthetic_samples(words, 4000, 20, 60)
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig()).eval()
-    cpu = score_samples(model, tok, df.head(50), k=K, device="cpu")
-    score_samples(model, tok, df.head(200), k=K, device="cuda", precision="bf16")
+    cpu = score_samples(model, tok, df.head(50), patterns=K, device="cpu")
+    score_samples(model, tok, df.head(200), patterns=K, device="cuda", precision="bf16")
     best = math.inf
     for _ in range(repeats):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        out = score_samples(model, tok, df, k=K, device="cuda", precision="bf16")
+        out = score_samples(model, tok, df, patterns=K, device="cuda", precision="bf16")
         torch.cuda.synchronize()
         best = min(best, time.perf_counter() - t0)
     from mlmia.scoring.masks import n_masked
 
     lengths = np.array([len(x) for x in tok(df.text.tolist(), add_special_tokens=False)["input_ids"]])
-    copies = np.array([min(K, math.comb(int(t), n_masked(int(t)))) for t in lengths])
-    masked = np.array([n_masked(int(t)) for t in lengths])
+    copies = np.array([min(K, math.comb(int(t), n_masked(int(t), "ceil"))) for t in lengths])
+    masked = np.array([n_masked(int(t), "ceil") for t in lengths])
     flops = useful_flops(lengths, copies, masked, 12, 768, 30522)
     return {
         "device": torch.cuda.get_device_name(0),

@@ -374,7 +374,7 @@ def test_scores_equal_the_brute_force(name, checkpoint):
         assert model.get_input_embeddings().weight.shape[0] > len(tok)  # padded rows, accepted
     texts = _texts(tok)
     samples = pd.DataFrame({"sample_id": [f"{name}-{i}" for i in range(len(texts))], "text": texts})
-    masked = score_samples(model, tok, samples, energy="masked", k=K, seed=SEED)
+    masked = score_samples(model, tok, samples, energy="masked", patterns=K, seed=SEED)
     normalized = score_samples(model, tok, samples, energy="normalized")
     lengths = [len(_literal_content_ids(tok, t)) for t in texts]
     assert max(lengths) + 2 <= 40  # no truncation anywhere
@@ -383,7 +383,7 @@ def test_scores_equal_the_brute_force(name, checkpoint):
     for sid, text, n, got_masked, got_normalized in zip(
         samples["sample_id"], texts, lengths, masked.itertuples(), normalized.itertuples()
     ):
-        want = _brute_force(model, tok, text, mask_patterns(SEED, sid, n, K))
+        want = _brute_force(model, tok, text, mask_patterns(SEED, sid, n, K, "ceil"))
         np.testing.assert_allclose(got_masked.per_pattern, want, rtol=0, atol=ATOL)
         np.testing.assert_allclose(got_masked.energy, np.mean(want), rtol=0, atol=ATOL)
         want = _brute_force(model, tok, text, np.arange(n)[:, None])

@@ -87,8 +87,8 @@ def test_every_registered_attack_keeps_the_contract(name):
 
 
 def test_parameters_override_defaults_and_unknown_ones_are_refused():
-    assert get_attack("min_k").params == {"k": 0.2}
-    assert get_attack("min_k", {"k": 0.5}).params == {"k": 0.5}
+    assert get_attack("min_k").params == {"fraction": 0.2}
+    assert get_attack("min_k", {"fraction": 0.5}).params == {"fraction": 0.5}
     assert get_attack("rmia").params == {"a": "auto", "a_grid": tuple(i / 10 for i in range(11)), "gamma": 1.0}
     assert get_attack("lira_offline").params == {"variance": "global", "min_sigma": 1e-3}
     assert get_attack("blind").params == {"folds": 5}
@@ -150,16 +150,16 @@ def test_min_k_by_hand():
     np.testing.assert_allclose(get_attack("min_k").statistic(t), [5.0, 3.0, 0.75, 27.5])
     # k 0.5: m = 2 (2.5 -> 2), 5, 1, 15
     #   row 0: (-5 - 4) / 2 = -4.5; row 1: (-4 - 2 - 1 - 0.7 - 0.6) / 5 = -1.66; row 3: mean(-16..-30) = -23
-    np.testing.assert_allclose(get_attack("min_k", {"k": 0.5}).statistic(t), [4.5, 1.66, 0.75, 23.0])
+    np.testing.assert_allclose(get_attack("min_k", {"fraction": 0.5}).statistic(t), [4.5, 1.66, 0.75, 23.0])
     # k 0.1 on 30 tokens is 3 tokens (0.1 * 30 = 3.0000000000000004 in floating point): mean(-28, -29, -30)
-    assert get_attack("min_k", {"k": 0.1}).statistic(t)[3] == pytest.approx(29.0)
+    assert get_attack("min_k", {"fraction": 0.1}).statistic(t)[3] == pytest.approx(29.0)
     # k 1: the plain mean; row 1: -9.8 / 10
-    assert get_attack("min_k", {"k": 1}).statistic(t)[1] == pytest.approx(0.98)
+    assert get_attack("min_k", {"fraction": 1}).statistic(t)[1] == pytest.approx(0.98)
     attack = get_attack("min_k")
     one_line_error(attack, t.assign(target_token_logp=[[-1.0], [], [-1.0], [-1.0]]), "sample s1 has no scored tokens")
     one_line_error(attack, t.assign(target_token_logp=[[-1.0], [np.nan], [-1.0], [-1.0]]), "sample s1: .* not a finite")
     for k in (0, 1.5, "x"):
-        one_line_error(get_attack("min_k", {"k": k}), t, "attacks.min_k.k: a fraction")
+        one_line_error(get_attack("min_k", {"fraction": k}), t, "attacks.min_k.fraction: a fraction")
 
 
 def test_min_k_plus_plus_by_hand():
@@ -174,11 +174,13 @@ def test_min_k_plus_plus_by_hand():
     # k 0.2: m = 1, 1, 1 -> -min z: 4, 0, 0
     np.testing.assert_allclose(get_attack("min_k_plus_plus").statistic(t), [4.0, 0.0, 0.0], atol=1e-15)
     # k 0.5: m = 1 (1.5 -> 1), 1, 1 (0.5 -> 0 -> 1) -> row 0: 4
-    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 0.5}).statistic(t), [4.0, 0.0, 0.0], atol=1e-15)
+    np.testing.assert_allclose(
+        get_attack("min_k_plus_plus", {"fraction": 0.5}).statistic(t), [4.0, 0.0, 0.0], atol=1e-15
+    )
     # k 0.7: m = 2 (2.1 -> 2) -> row 0: -(-4 + 0) / 2 = 2
-    assert get_attack("min_k_plus_plus", {"k": 0.7}).statistic(t)[0] == pytest.approx(2.0)
+    assert get_attack("min_k_plus_plus", {"fraction": 0.7}).statistic(t)[0] == pytest.approx(2.0)
     # k 1: row 0: -(0.5 + 0 - 4) / 3 = 3.5 / 3; row 1: -(0 + 0.5) / 2 = -0.25
-    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"k": 1.0}).statistic(t)[:2], [3.5 / 3, -0.25])
+    np.testing.assert_allclose(get_attack("min_k_plus_plus", {"fraction": 1.0}).statistic(t)[:2], [3.5 / 3, -0.25])
     one_line_error(
         get_attack("min_k_plus_plus"),
         t.assign(target_token_var=[[4.0, 1.0], [0.0, 16.0], [0.0]]),
@@ -294,7 +296,7 @@ def test_min_k_is_mimirs_min_k(reference_case, k):
         probs = list(c["target"][np.arange(len(c["true"])), c["true"]])
         theirs.append(-np.mean(sorted(probs)[: int(len(probs) * k)]))
     assert any(int(k * n) != math.ceil(k * n) for n in (REF_PATTERNS * m for m in REF_MASKED))  # rounding shows
-    close(get_attack("min_k", {"k": k}).statistic(t), theirs)
+    close(get_attack("min_k", {"fraction": k}).statistic(t), theirs)
 
 
 @pytest.mark.parametrize("k", [0.2, 0.35, 0.5])
@@ -308,7 +310,7 @@ def test_min_k_plus_plus_is_mimirs_min_k_plus_plus(reference_case, k):
         sigma = (prob * np.square(log_prob)).sum(-1) - np.square(mu)
         scores = (log_prob[np.arange(len(c["true"])), c["true"]] - mu) / np.sqrt(sigma)
         theirs.append(-np.mean(sorted(scores)[: int(len(scores) * k)]))
-    close(get_attack("min_k_plus_plus", {"k": k}).statistic(t), theirs)
+    close(get_attack("min_k_plus_plus", {"fraction": k}).statistic(t), theirs)
 
 
 def test_the_scorers_token_evidence_is_min_k_plus_plus_mu_and_sigma(reference_case):
@@ -539,10 +541,10 @@ def test_blind_feature_errors_are_one_line():
             feature(samples, settings)
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="needs member and nonmember rows"):
-        feature(samples[samples.role != "nonmember"], {})
+        feature(samples[samples.role != "nonmember"], {"seed": 0})
     one_patient = samples[(samples.role != "nonmember") | (samples.group_id == "nonmember-0")]
     with pytest.raises(UserError, match="only one class to train on") as info:
-        feature(one_patient, {})
+        feature(one_patient, {"seed": 0})
     assert "given" not in str(info.value)  # no sample text
 
 
@@ -577,7 +579,7 @@ def test_zoo_through_the_attack_table_and_the_protocols():
     attacks = ("zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood")
     settings = MetricSettings(
         protocols=("corrected",), attacks=attacks, alphas=(0.1,), thresholds=("population",), fprs=(0.1,),
-        draws=2, seed=0, bootstrap=3, level="patient", attack_params={"min_k": {"k": 0.5}},
+        draws=2, seed=0, bootstrap=3, level="patient", attack_params={"min_k": {"fraction": 0.5}},
     )  # fmt: skip
     metrics = point_estimates(attack_metrics(built, settings))
     auc = metrics[metrics.metric == "auc"].set_index("attack")["value"]

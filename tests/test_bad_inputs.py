@@ -60,7 +60,7 @@ def cli_case(case_id, tmp_path, model_dir):
         "--model": str(model_dir),
         "--samples": str(s),
         "--out": str(tmp_path / "scores.parquet"),
-        "--masks": "2",
+        "--patterns": "2",
     }
 
     def score(**changes):
@@ -122,10 +122,12 @@ def cli_case(case_id, tmp_path, model_dir):
         vocab = dict(base.get_vocab()) | {f"extra{i}": len(base) + i for i in range(300)}
         BertTokenizerFast(vocab=vocab, do_lower_case=True).save_pretrained(tmp_path / "big_tokenizer")
         return score(tokenizer=str(tmp_path / "big_tokenizer")), ["big_tokenizer"]
-    if case_id == "cli-masks-zero":
-        return score(masks="0"), ["the number of masking patterns must be >= 1, got 0"]
-    if case_id == "cli-masks-not-a-number":
-        return score(masks="ten"), ["--masks: invalid int value"]
+    if case_id == "cli-patterns-zero":
+        return score(patterns="0"), ["the number of masking patterns must be >= 1, got 0"]
+    if case_id == "cli-patterns-not-a-number":
+        return score(patterns="ten"), ["--patterns: invalid int value"]
+    if case_id == "cli-masks-renamed":
+        return score(masks="2"), ["mlmia score: argument --masks: renamed to --patterns"]
     if case_id == "cli-convert-into-a-non-empty-directory":
         (tmp_path / "full").mkdir()
         (tmp_path / "full" / "x").write_text("x")
@@ -139,8 +141,8 @@ CLI_CASES = [
     "cli-samples-text-as-id",
     "cli-samples-not-utf8", "cli-samples-unknown-format", "cli-samples-bad-jsonl", "cli-samples-over-long",
     "cli-model-missing",
-    "cli-model-no-config", "cli-model-truncated-weights", "cli-tokenizer-vocabulary-mismatch", "cli-masks-zero",
-    "cli-masks-not-a-number", "cli-convert-into-a-non-empty-directory",
+    "cli-model-no-config", "cli-model-truncated-weights", "cli-tokenizer-vocabulary-mismatch", "cli-patterns-zero",
+    "cli-patterns-not-a-number", "cli-masks-renamed", "cli-convert-into-a-non-empty-directory",
 ]  # fmt: skip
 
 
@@ -165,7 +167,9 @@ def test_ids_are_text_not_numbers(tmp_path, tiny_bert_dir):
     """`007`, `7`, `1e3` and `1000` are four different sample ids, scored under those names."""
     s = samples_csv(tmp_path, rows=[f"007,{TEXTS[0]}", f"7,{TEXTS[1]}", f"1e3,{TEXTS[2]}", f"1000,{TEXTS[3]}"])
     out = tmp_path / "scores.parquet"
-    assert main(["score", "--model", str(tiny_bert_dir), "--samples", str(s), "--out", str(out), "--masks", "2"]) == 0
+    assert (
+        main(["score", "--model", str(tiny_bert_dir), "--samples", str(s), "--out", str(out), "--patterns", "2"]) == 0
+    )
     assert pd.read_parquet(out)["sample_id"].tolist() == ["007", "7", "1e3", "1000"]
     umask = os.umask(0)
     os.umask(umask)
@@ -195,7 +199,7 @@ def byo_config(model_a, model_b) -> dict:
         "models": {"target": {"path": str(model_a)}, "reference": {"path": str(model_b)}},
         "audit": {"dataset": "notes", "targets": ["target"], "references": ["reference"], "nonmembers": ["clinic"],
                   "population": "clinic"},
-        "scoring": {"k": 2},
+        "scoring": {"patterns": 2},
         "metrics": {"protocols": ["corrected"], "bootstrap": 5, "draws": 2},
     }  # fmt: skip
 
@@ -211,6 +215,9 @@ def workflow_case(case_id, root, a, b):
     elif case_id == "config-duplicate-model-key":
         text = yaml.safe_dump(config) + f"models:\n  target: {{path: {a}}}\n"
         fragments = ["byo.yaml: line", "key 'models' given twice"]
+    elif case_id == "config-renamed-key":
+        config["scoring"] = {"k": 2}
+        fragments = ["mlmia: error: config key scoring.k: renamed to scoring.patterns"]
     elif case_id == "config-typo-in-a-model":
         config["models"]["target"]["tokeniser"] = "x"
         fragments = ["config key models.target: Additional properties are not allowed ('tokeniser'"]
@@ -289,7 +296,7 @@ def workflow_case(case_id, root, a, b):
 
 
 WORKFLOW_CASES = [
-    "config-run-missing", "config-duplicate-model-key", "config-typo-in-a-model", "config-typo-in-training",
+    "config-run-missing", "config-duplicate-model-key", "config-renamed-key", "config-typo-in-a-model", "config-typo-in-training",
     "config-typo-in-dataset-columns", "config-target-is-reference", "config-target-twice",
     "config-unknown-model-in-audit", "config-unknown-init", "config-missing-dataset-file",
     "config-missing-model-directory", "config-extraction-phi-missing", "config-bad-alpha", "spec-not-yaml", "data-unknown-role-label",

@@ -55,7 +55,7 @@ def test_attention_kernels_give_the_same_energies(tmp_path):
     import bench_attention
 
     out = tmp_path / "attention.json"
-    bench_attention.main(["--models", "1x64", "--vocab", "300", "--samples", "6", "--k", "2", "--repeats", "1",
+    bench_attention.main(["--models", "1x64", "--vocab", "300", "--samples", "6", "--patterns", "2", "--repeats", "1",
                           "--json", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())
     assert [row["energy"] for row in rows] == ["masked", "normalized"]

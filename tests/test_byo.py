@@ -100,7 +100,7 @@ def audit_run(tmp_path_factory):
             "population": "public",
             "levels": ["sample", "patient"],
         },
-        "scoring": {"k": 5, "seed": 0, "shard_size": 1000, "threads": 1},
+        "scoring": {"patterns": 5, "seed": 0, "shard_size": 1000, "threads": 1},
         "metrics": {"protocols": ["corrected"], "draws": 5, "seed": 2, "bootstrap": 50, "fprs": [0.01, 0.1]},
     }
     (root / "byo.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -169,7 +169,7 @@ def test_an_unknown_role_label_stops_the_audit_with_one_line(tmp_path, tiny_bert
             "nonmembers": ["x"],
             "population": "x",
         },
-        "scoring": {"k": 2, "shard_size": 10},
+        "scoring": {"patterns": 2, "shard_size": 10},
         "metrics": {"protocols": ["corrected"]},
     }
     (root / "bad.yaml").write_text(yaml.safe_dump(config))
@@ -209,7 +209,7 @@ def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
     pd.DataFrame({"sample_id": chosen.sample_id, "kind": "word", "start": [a for a, _ in spans],
                   "end": [b for _, b in spans]}).to_csv(audit_run / "userdata/phi.csv", index=False)  # fmt: skip
     overlay = {"extraction": {"dataset": "notes", "target": "target", "reference": "reference", "sources": ["clinic"],
-                              "phi": "userdata/phi.csv", "k": 5, "bootstrap": 50}}  # fmt: skip
+                              "phi": "userdata/phi.csv", "top_k": 5, "bootstrap": 50}}  # fmt: skip
     (audit_run / "extraction.yaml").write_text(yaml.safe_dump(overlay))
     run_snakemake(audit_run, "extraction", "--configfile", "byo.yaml", "extraction.yaml")
     rates = pd.read_csv(audit_run / "results/planted/extraction/rates.csv")

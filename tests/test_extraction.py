@@ -94,10 +94,10 @@ def test_k_best_sums_equal_brute_force():
 def test_reconstruction_by_hand():
     logp = np.log(np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3]]))
     # truth (0, 1): the argmax everywhere, nothing above it
-    assert _reconstruction(logp, np.array([0, 1]), k=2) == (True, True, 0)
+    assert _reconstruction(logp, np.array([0, 1]), top_k=2) == (True, True, 0)
     # truth (1, 1): 0.15; above it (0,1)=0.30, (0,2)=0.18: rank 2, so top-3 but not top-2
-    assert _reconstruction(logp, np.array([1, 1]), k=3) == (False, True, 2)
-    assert _reconstruction(logp, np.array([1, 1]), k=2) == (False, False, 2)
+    assert _reconstruction(logp, np.array([1, 1]), top_k=3) == (False, True, 2)
+    assert _reconstruction(logp, np.array([1, 1]), top_k=2) == (False, False, 2)
 
 
 class _Rigged:
@@ -142,9 +142,9 @@ def test_infill_masks_every_occurrence_and_reads_the_first(tiny_bert_dir):
     aspirin = tokenizer.convert_tokens_to_ids("aspirin")
     model = _Rigged(len(tokenizer), aspirin)
     model.max_length = 40
-    out = infill(model, tokenizer, samples, spans, k=1)
+    out = infill(model, tokenizer, samples, spans, top_k=1)
     by_sample = out.set_index("sample_id")
-    # the favourite token is the planted value: reconstructed; the other value is not, even at k=1
+    # the favourite token is the planted value: reconstructed; the other value is not, even at top_k=1
     assert (
         bool(by_sample.loc["a", "top1"]) and bool(by_sample.loc["a", "topk"]) and by_sample.loc["a", "occurrences"] == 2
     )
@@ -184,7 +184,7 @@ def test_the_iterative_fill_reads_a_token_with_the_ones_already_filled(tiny_bert
     ids = tokenizer("patient given aspirin daily")["input_ids"]
     given, aspirin, insulin = (tokenizer.convert_tokens_to_ids(t) for t in ("given", "aspirin", "insulin"))
     model = _Conditional(len(tokenizer), ids.index(given), given, aspirin, insulin)
-    out = infill(model, tokenizer, samples, locate_values(samples, values), k=1).iloc[0]
+    out = infill(model, tokenizer, samples, locate_values(samples, values), top_k=1).iloc[0]
     # one pass reads "given insulin" (the second position sees a mask); filling "given" first, then
     # reading again, gives "given aspirin": the value. Two passes were run.
     assert not out.top1_one_pass and out.top1 and out.topk and len(model.seen) == 2
@@ -273,7 +273,7 @@ def test_a_tiny_model_trained_on_a_value_gives_it_back_and_not_a_value_it_never_
     samples = pd.DataFrame({"sample_id": ["planted", "unseen"], "group_id": ["p", "q"],
                             "text": [planted, "patient given insulin daily"]})  # fmt: skip
     values = pd.DataFrame({"group_id": ["p", "q"], "kind": ["drug", "drug"], "value": ["aspirin", "insulin"]})
-    out = infill(model, tokenizer, samples, locate_values(samples, values), k=3).set_index("sample_id")
+    out = infill(model, tokenizer, samples, locate_values(samples, values), top_k=3).set_index("sample_id")
     assert bool(out.loc["planted", "top1"]) and out.loc["planted", "rank_below_k"] == 0
     assert not bool(out.loc["unseen", "top1"])
 

@@ -32,7 +32,7 @@ def test_manifest_and_scores_align(tmp_path):
     manifest = import_manifest(SETS, files, "long")
     assert list(manifest.sample_id) == [f"members:{i}" for i in range(4)] + [f"nonmembers:{i}" for i in range(4)]
     assert list(manifest.role) == ["member"] * 4 + ["nonmember"] * 4
-    scores = import_model_scores(SETS, files["target"], "target", "masked", k=20)
+    scores = import_model_scores(SETS, files["target"], "target", "masked", patterns=20)
     assert list(scores.sample_id) == list(manifest.sample_id)
     np.testing.assert_allclose(scores.energy, [0.5, 1.5, 2.5, 3.5] * 2)
     assert list(scores.columns) == [

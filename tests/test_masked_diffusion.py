@@ -32,6 +32,7 @@ from mlmia.scoring.schedules import (
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.study.study import Study
 from mlmia.training_job import train_model, training_settings
+from mlmia.vocabulary.schema import defaults
 
 SAMA = {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5}
 
@@ -209,7 +210,7 @@ def test_progressive_masks_are_nested_keyed_and_skip_empty_steps():
     other = progressive_patterns(1, "s1", 40, SAMA)[0]
     assert not all(np.array_equal(a, b) for a, b in zip(first[0], other))
     # a stream of its own: the masked energy's patterns are what they were
-    assert mask_patterns(0, "s1", 40, 3).tolist() != [sorted(first[0][0].tolist())] * 3
+    assert mask_patterns(0, "s1", 40, 3, "ceil").tolist() != [sorted(first[0][0].tolist())] * 3
 
 
 def test_elbo_ratios_are_midpoints_and_patterns_mask_exactly_round_t_T():
@@ -227,16 +228,17 @@ def test_elbo_ratios_are_midpoints_and_patterns_mask_exactly_round_t_T():
 
 
 def test_only_the_new_kinds_carry_a_schedule_in_their_params():
-    scoring = {"k": 4, "seed": 0, "progressive": {"steps": 3}}
+    # a validated section: every key given (the schema's defaults filled in)
+    scoring = {**defaults("scoring"), "patterns": 4, "seed": 0, "progressive": {"steps": 3}}
     # the other kinds' params are what they were before the schedules existed (nothing reruns)
     assert ScoringSettings.from_config(scoring, "normalized").as_params() == {
-        "k": 1, "seed": 0, "reduction": "mean", "mask_count": "ceil", "precision": "auto", "batch_size": None,
+        "patterns": 1, "seed": 0, "reduction": "mean", "mask_count": "ceil", "precision": "auto", "batch_size": None,
         "truncate": False, "device": "auto",
     }  # fmt: skip
     assert "schedule" not in ScoringSettings.from_config(scoring).as_params()
     progressive = ScoringSettings.from_config(scoring, "progressive")
     assert progressive.as_params()["schedule"] == {"steps": 3, "min_fraction": 0.05, "max_fraction": 0.5}
-    assert progressive.score_arguments()["schedule"]["steps"] == 3 and progressive.k == 1
+    assert progressive.score_arguments()["schedule"]["steps"] == 3 and progressive.patterns == 1
     assert ScoringSettings.from_config(scoring, "elbo").schedule == {"ratios": 5, "patterns": 2}
 
 

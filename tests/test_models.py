@@ -91,7 +91,7 @@ def records():
 
 def _energies(model, tok, samples):
     # the samples include texts longer than the tiny models (cut: the same cut on both sides)
-    out = score_samples(model, tok, samples, k=6, seed=2, batch_size=5, truncate=True)
+    out = score_samples(model, tok, samples, patterns=6, seed=2, batch_size=5, truncate=True)
     return out["energy"].to_numpy(), np.concatenate([np.asarray(v) for v in out["per_pattern"]])
 
 
@@ -312,7 +312,7 @@ def test_convert_and_score_from_the_command_line(tmp_path, modern, samples, caps
                 str(tmp_path / "samples.parquet"),
                 "--out",
                 str(out),
-                "--masks",
+                "--patterns",
                 "3",
                 "--truncate",
                 "--mask-count",

@@ -220,15 +220,15 @@ def test_a_neighbour_is_scored_under_its_samples_masking_patterns(wordpiece, one
     model, tokenizer = wordpiece
     original = samples(TEXTS[:3])
     neighbours = neighbour_samples(model, tokenizer, original, n=3, seed=0)
-    scored = score_samples(model, tokenizer, neighbours, k=4, seed=5)
+    scored = score_samples(model, tokenizer, neighbours, patterns=4, seed=5)
     for row, score in zip(neighbours.itertuples(), scored.itertuples()):
         # the same text scored under its sample's id: the same patterns, the same numbers
         alone = score_samples(model, tokenizer, pd.DataFrame({"sample_id": [row.neighbour_of], "text": [row.text]}),
-                              k=4, seed=5).iloc[0]  # fmt: skip
+                              patterns=4, seed=5).iloc[0]  # fmt: skip
         np.testing.assert_allclose(score.per_pattern, alone.per_pattern, rtol=0, atol=1e-5)  # batches differ
         np.testing.assert_allclose(score.token_logp, alone.token_logp, rtol=0, atol=1e-5)
     # keyed on its own id instead (no mask_id), a neighbour draws other patterns
-    own = score_samples(model, tokenizer, neighbours.drop(columns="mask_id"), k=4, seed=5)
+    own = score_samples(model, tokenizer, neighbours.drop(columns="mask_id"), patterns=4, seed=5)
     assert (own.n_tokens > 8).any() and own.per_pattern.tolist() != scored.per_pattern.tolist()
 
 

@@ -55,7 +55,9 @@ def long_dataset():
     files = {model: files_from_config(dataset, root, model) for model in dataset["models"]}
     sets = score_sets_from_config(dataset)
     manifest = import_manifest(sets, files, dataset["length"])
-    scores = {m: import_model_scores(sets, files[m], m, dataset["energy"], dataset["k"]) for m in dataset["models"]}
+    scores = {
+        m: import_model_scores(sets, files[m], m, dataset["energy"], dataset["patterns"]) for m in dataset["models"]
+    }
     return manifest, scores
 
 

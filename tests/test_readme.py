@@ -2,7 +2,7 @@
 
 `make test` runs them on the CI world: a fresh copy of the workflow with the
 `config/ci.yaml`, holding the CI run's samples, models and tables, the examples'
-`results/default/` read as `results/ci/`, `--masks 10` as the CI config's K, and the audit given
+`results/default/` read as `results/ci/`, `--patterns 10` as the CI config's K, and the audit given
 the CI config's scoring and metric settings (K, draws), which its Table 2 was computed with. The
 tests marked `default_world` run them exactly as printed on the full default run (`make test-default`).
 """
@@ -16,7 +16,8 @@ import pytest
 import yaml
 from workflow_helpers import REPO, copy_workflow
 
-DEFAULT_K = 10  # the masks per sample the README's scoring example prints (config/config.yaml's scoring.k)
+# the masking patterns per sample the README's scoring example prints (config/config.yaml's scoring.patterns)
+DEFAULT_K = 10
 
 
 def section(title: str) -> str:
@@ -62,7 +63,7 @@ def ci_world(ci_run, tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("readme"))
     shutil.copytree(ci_run / "results/ci", workdir / "results/ci", ignore=shutil.ignore_patterns("logs", "benchmarks"))
     ci = yaml.safe_load((REPO / "config/ci.yaml").read_text())
-    replace = {"results/default/": "results/ci/", f"--masks {DEFAULT_K}": f"--masks {ci['scoring']['k']}"}
+    replace = {"results/default/": "results/ci/", f"--patterns {DEFAULT_K}": f"--patterns {ci['scoring']['patterns']}"}
     return with_venv(workdir), replace, yaml.safe_dump({key: ci[key] for key in ("scoring", "metrics")})
 
 
@@ -93,7 +94,7 @@ def check_scoring_example(workdir, replace: dict[str, str]) -> None:
     out = workdir / re.search(r"--out (\S+)", commands).group(1)
     scores = pd.read_parquet(out)
     samples = pd.read_parquet(workdir / as_read("results/default/samples/clinical.parquet", replace))
-    k = int(re.search(r"--masks (\d+)", commands).group(1))
+    k = int(re.search(r"--patterns (\d+)", commands).group(1))
     assert scores.sample_id.tolist() == samples.sample_id.tolist() and (scores.k == k).all()
     # the workflow scored the same samples with the same masks: the same energies
     workflow = pd.read_parquet(workdir / as_read("results/default/scores/clinical/base.masked.parquet", replace))

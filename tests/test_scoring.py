@@ -118,7 +118,7 @@ def _hand_pattern_ce(model, ids, positions):
     "t, expected", [(1, 1), (3, 1), (6, 1), (7, 2), (13, 2), (14, 3), (20, 3), (21, 4), (100, 15), (510, 77)]
 )
 def test_n_masked_is_ceil_15_percent(t, expected):
-    assert n_masked(t) == expected
+    assert n_masked(t, "ceil") == expected
 
 
 @pytest.mark.parametrize(
@@ -131,8 +131,8 @@ def test_floor_mask_count_as_the_authors_code(t, expected):
 
 def test_floor_masks_fewer_positions_in_the_scorer(bert, samples):
     model, tok = bert
-    ceil = score_samples(model, tok, samples, k=4, seed=0)
-    floor = score_samples(model, tok, samples, k=4, seed=0, mask_count="floor")
+    ceil = score_samples(model, tok, samples, patterns=4, seed=0)
+    floor = score_samples(model, tok, samples, patterns=4, seed=0, mask_count="floor")
     expected = [max(1, (15 * t) // 100) for t in ceil["n_tokens"]]
     assert floor["n_masked"].tolist() == expected
     assert (floor["n_masked"] <= ceil["n_masked"]).all() and (floor["n_masked"] < ceil["n_masked"]).any()
@@ -141,33 +141,33 @@ def test_floor_masks_fewer_positions_in_the_scorer(bert, samples):
 
 
 def test_mask_patterns_are_valid_distinct_and_prefix_stable():
-    pats = mask_patterns(7, "note-1", 30, 12)
+    pats = mask_patterns(7, "note-1", 30, 12, "ceil")
     assert pats.shape == (12, 5)
     assert all(list(r) == sorted(set(r)) for r in pats.tolist())
     assert pats.min() >= 0 and pats.max() < 30
     assert len({tuple(r) for r in pats.tolist()}) == 12
     # pattern j does not depend on K
-    np.testing.assert_array_equal(mask_patterns(7, "note-1", 30, 5), pats[:5])
+    np.testing.assert_array_equal(mask_patterns(7, "note-1", 30, 5, "ceil"), pats[:5])
     # deterministic, and a function of seed and sample id
-    np.testing.assert_array_equal(mask_patterns(7, "note-1", 30, 12), pats)
-    assert not np.array_equal(mask_patterns(8, "note-1", 30, 12), pats)
-    assert not np.array_equal(mask_patterns(7, "note-2", 30, 12), pats)
+    np.testing.assert_array_equal(mask_patterns(7, "note-1", 30, 12, "ceil"), pats)
+    assert not np.array_equal(mask_patterns(8, "note-1", 30, 12, "ceil"), pats)
+    assert not np.array_equal(mask_patterns(7, "note-2", 30, 12, "ceil"), pats)
 
 
 def test_exact_enumeration_when_k_covers_all_patterns():
-    np.testing.assert_array_equal(mask_patterns(0, "x", 4, 10), [[0], [1], [2], [3]])
+    np.testing.assert_array_equal(mask_patterns(0, "x", 4, 10, "ceil"), [[0], [1], [2], [3]])
     # T = 7: l = 2, C(7, 2) = 21 patterns, all in lexicographic order
-    pats = mask_patterns(0, "x", 7, 21).tolist()
+    pats = mask_patterns(0, "x", 7, 21, "ceil").tolist()
     expected = [[a, b] for a in range(7) for b in range(a + 1, 7)]
     assert pats == expected
-    assert mask_patterns(0, "x", 7, 50).tolist() == expected
+    assert mask_patterns(0, "x", 7, 50, "ceil").tolist() == expected
     # one short of all: 20 distinct sampled patterns
-    sampled = mask_patterns(0, "x", 7, 20).tolist()
+    sampled = mask_patterns(0, "x", 7, 20, "ceil").tolist()
     assert len(sampled) == 20 and len({tuple(r) for r in sampled}) == 20
 
 
 def test_masks_do_not_depend_on_python_hash_seed():
-    code = "from mlmia.core.keys import stable_key; from mlmia.scoring.masks import mask_patterns; print(stable_key('abc'), mask_patterns(3, 'abc', 25, 4).tolist())"
+    code = "from mlmia.core.keys import stable_key; from mlmia.scoring.masks import mask_patterns; print(stable_key('abc'), mask_patterns(3, 'abc', 25, 4, 'ceil').tolist())"
     outs = {
         subprocess.run(
             [sys.executable, "-c", code],
@@ -178,7 +178,7 @@ def test_masks_do_not_depend_on_python_hash_seed():
         ).stdout
         for seed in ("1", "2")
     }
-    assert outs == {f"{stable_key('abc')} {mask_patterns(3, 'abc', 25, 4).tolist()}\n"}
+    assert outs == {f"{stable_key('abc')} {mask_patterns(3, 'abc', 25, 4, 'ceil').tolist()}\n"}
 
 
 # --------------------------------------------------------------------------- fast path vs oracle
@@ -188,14 +188,17 @@ def test_masks_do_not_depend_on_python_hash_seed():
 @pytest.mark.parametrize("batch_size", [None, 1, 7, 1000])
 def test_fast_path_equals_oracle(bert, samples, energy, batch_size):
     model, tok = bert
-    ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3, model_name="m")
-    fast = score_samples(model, tok, samples, energy=energy, k=10, seed=3, batch_size=batch_size, model_name="m")
+    ref = score_samples_oracle(model, tok, samples, energy=energy, patterns=10, seed=3, model_name="m")
+    fast = score_samples(model, tok, samples, energy=energy, patterns=10, seed=3, batch_size=batch_size, model_name="m")
     _assert_same(fast, ref)
     assert fast["n_tokens"].tolist()[:-2] == [min(n, TINY_MAX_LEN - 2) for n in LENGTHS][:-2]
     assert fast["n_tokens"].tolist()[-2:] == [TINY_MAX_LEN - 2] * 2  # truncated
     if energy == "masked":
         combos = [
-            min(10, int(np.prod(range(t - n_masked(t) + 1, t + 1)) // np.prod(range(1, n_masked(t) + 1))))
+            min(
+                10,
+                int(np.prod(range(t - n_masked(t, "ceil") + 1, t + 1)) // np.prod(range(1, n_masked(t, "ceil") + 1))),
+            )
             for t in fast["n_tokens"]
         ]
         assert fast["k"].tolist() == combos
@@ -207,8 +210,8 @@ def test_fast_path_equals_oracle(bert, samples, energy, batch_size):
 
 def test_small_token_budget_many_batches(bert, samples):
     model, tok = bert
-    ref = score_samples_oracle(model, tok, samples, k=6, seed=1)
-    _assert_same(score_samples(model, tok, samples, k=6, seed=1, token_budget=50), ref)
+    ref = score_samples_oracle(model, tok, samples, patterns=6, seed=1)
+    _assert_same(score_samples(model, tok, samples, patterns=6, seed=1, token_budget=50), ref)
 
 
 @pytest.mark.parametrize(
@@ -227,24 +230,27 @@ def test_other_architectures(request, samples, fixture, split):
         model, tok = request.getfixturevalue(fixture)
     assert (mlm_parts(model) is not None) == split
     for energy in ("masked", "normalized"):
-        ref = score_samples_oracle(model, tok, samples, energy=energy, k=5, seed=0)
-        _assert_same(score_samples(model, tok, samples, energy=energy, k=5, seed=0, batch_size=9), ref)
+        ref = score_samples_oracle(model, tok, samples, energy=energy, patterns=5, seed=0)
+        _assert_same(score_samples(model, tok, samples, energy=energy, patterns=5, seed=0, batch_size=9), ref)
 
 
 def test_shards_give_the_same_results(bert, samples):
     model, tok = bert
-    whole = score_samples(model, tok, samples, k=10, seed=5, model_name="m")
-    shards = [score_samples(model, tok, part, k=10, seed=5, model_name="m") for part in _split(samples, 3)]
+    whole = score_samples(model, tok, samples, patterns=10, seed=5, model_name="m")
+    shards = [score_samples(model, tok, part, patterns=10, seed=5, model_name="m") for part in _split(samples, 3)]
     _assert_same(pd.concat(shards, ignore_index=True), whole)  # fp32 rounding of other batch shapes
 
 
 def test_input_order_is_kept_and_irrelevant(bert, samples):
     model, tok = bert
     shuffled = samples.sample(frac=1.0, random_state=4).reset_index(drop=True)
-    out = score_samples(model, tok, shuffled, k=10, seed=5)
+    out = score_samples(model, tok, shuffled, patterns=10, seed=5)
     assert out["sample_id"].tolist() == shuffled["sample_id"].tolist()
     base = (
-        score_samples(model, tok, samples, k=10, seed=5).set_index("sample_id").loc[shuffled["sample_id"]].reset_index()
+        score_samples(model, tok, samples, patterns=10, seed=5)
+        .set_index("sample_id")
+        .loc[shuffled["sample_id"]]
+        .reset_index()
     )
     _assert_same(out, base)
 
@@ -256,8 +262,10 @@ def test_input_order_is_kept_and_irrelevant(bert, samples):
 @pytest.mark.parametrize("energy", ["masked", "normalized"])
 def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
     model, tok = load_mlm(tiny_bert_dir, "cpu")
-    ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3)
-    fast, stats = score_samples(model, tok, samples, energy=energy, k=10, seed=3, device="cuda", return_stats=True)
+    ref = score_samples_oracle(model, tok, samples, energy=energy, patterns=10, seed=3)
+    fast, stats = score_samples(
+        model, tok, samples, energy=energy, patterns=10, seed=3, device="cuda", return_stats=True
+    )
     assert fast["k"].tolist() == ref["k"].tolist()
     np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=GPU_RTOL, atol=GPU_ATOL)
     assert stats.device.startswith("cuda") and stats.dtype in ("bfloat16", "float16")
@@ -269,19 +277,21 @@ def test_cpu_bf16_close_to_the_fp32_oracle(bert, samples, energy):
     """bf16 on CPU (autocast: bf16 matmuls, fp32 softmax and cross-entropy) is an option whose
     energies stay within the same tolerance as CUDA's autocast; the default stays fp32."""
     model, tok = bert
-    ref = score_samples_oracle(model, tok, samples, energy=energy, k=10, seed=3)
-    fast, stats = score_samples(model, tok, samples, energy=energy, k=10, seed=3, precision="bf16", return_stats=True)
+    ref = score_samples_oracle(model, tok, samples, energy=energy, patterns=10, seed=3)
+    fast, stats = score_samples(
+        model, tok, samples, energy=energy, patterns=10, seed=3, precision="bf16", return_stats=True
+    )
     assert stats.dtype == "bfloat16"
     np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=GPU_RTOL, atol=GPU_ATOL)
     assert np.abs(fast["energy"].to_numpy() - ref["energy"].to_numpy()).max() > 1e-6  # bf16 did run
     with pytest.raises(UserError, match="precision fp16 needs a CUDA device; on CPU use fp32 or bf16"):
-        score_samples(model, tok, samples.head(2), k=2, precision="fp16")
+        score_samples(model, tok, samples.head(2), patterns=2, precision="fp16")
 
 
 def test_stats_are_returned_and_logged_without_texts(bert, samples):
     model, tok = bert
     with scoring_log() as records:
-        out, stats = score_samples(model, tok, samples, k=4, seed=1, batch_size=6, return_stats=True)
+        out, stats = score_samples(model, tok, samples, patterns=4, seed=1, batch_size=6, return_stats=True)
     assert stats.n_samples == len(samples) and stats.n_sequences == int(out["k"].sum())
     assert stats.n_scored_tokens == int((out["k"] * out["n_masked"]).sum())
     assert stats.n_tokens == int((out["k"] * (out["n_tokens"] + 2)).sum())  # [CLS] and [SEP]
@@ -302,13 +312,13 @@ def test_stats_are_returned_and_logged_without_texts(bert, samples):
         assert part in final[0]
     logged = " ".join(r.getMessage() for r in records)
     assert not any(t[:15] in logged for t in samples["text"])
-    _, cpu_default = score_samples(model, tok, samples.head(3), k=2, return_stats=True)
+    _, cpu_default = score_samples(model, tok, samples.head(3), patterns=2, return_stats=True)
     assert cpu_default.batch_policy == f"token budget {fast_path.DEFAULT_TOKEN_BUDGET['cpu']}"
 
 
 def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
     model, tok = bert
-    ref = score_samples(model, tok, samples, k=5, seed=2, batch_size=16)
+    ref = score_samples(model, tok, samples, patterns=5, seed=2, batch_size=16)
     real = fast_path._score_batch
     seen = []
 
@@ -319,7 +329,7 @@ def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
         return real(inp, a, b)
 
     monkeypatch.setattr(fast_path, "_score_batch", small_memory)
-    out, stats = score_samples(model, tok, samples, k=5, seed=2, batch_size=16, return_stats=True)
+    out, stats = score_samples(model, tok, samples, patterns=5, seed=2, batch_size=16, return_stats=True)
     _assert_same(out, ref)
     assert seen[:3] == [16, 8, 4] and max(seen[3:]) <= 3  # halved until it fits, the smaller cap kept
     assert stats.oom_halvings == 3 and stats.batch_size == 2  # 16 -> 8 -> 4 -> 2 rows
@@ -329,7 +339,7 @@ def test_out_of_memory_halves_the_batch_and_retries(monkeypatch, bert, samples):
 
     monkeypatch.setattr(fast_path, "_score_batch", no_memory)
     with pytest.raises(UserError, match=r"out of memory on cpu with a single sequence of \d+ tokens"):
-        score_samples(model, tok, samples.head(2), k=2, batch_size=4)
+        score_samples(model, tok, samples.head(2), patterns=2, batch_size=4)
 
 
 def test_cuda_batches_from_free_memory(monkeypatch, bert):
@@ -337,10 +347,10 @@ def test_cuda_batches_from_free_memory(monkeypatch, bert):
     model, _ = bert
     free = 3_000_000
     monkeypatch.setattr(fast_path, "_free_memory", lambda dev: free)
-    monkeypatch.setattr(fast_path, "compute_dtype", lambda dev, precision="auto": torch.bfloat16)
+    monkeypatch.setattr(fast_path, "compute_dtype", lambda dev, precision: torch.bfloat16)
     copy_len = np.repeat([5, 12, 30, 40], [50, 300, 200, 100])
     copy_l = np.array([max(1, -(-3 * (n - 2) // 20)) for n in copy_len])
-    rows_for, policy = fast_path.batch_rule(model, torch.device("cuda"), None, None, copy_len, copy_l, False)
+    rows_for, policy = fast_path.batch_rule(model, torch.device("cuda"), None, None, copy_len, copy_l, False, "auto")
     assert policy.startswith("free memory")
     for i in (0, 60, 400, 599):
         want = scoring.batch_size_for_memory(free, model.config, int(copy_len[i]), 2, masked_per_seq=int(copy_l[i]))
@@ -352,9 +362,12 @@ def test_cuda_batches_from_free_memory(monkeypatch, bert):
     assert all(a2 == b1 for (_, b1), (a2, _) in zip(batches, batches[1:]))
     # an explicit token budget or batch size wins over the memory reading
     assert (
-        fast_path.batch_rule(model, torch.device("cuda"), None, 100, copy_len, copy_l, False)[1] == "token budget 100"
+        fast_path.batch_rule(model, torch.device("cuda"), None, 100, copy_len, copy_l, False, "auto")[1]
+        == "token budget 100"
     )
-    assert fast_path.batch_rule(model, torch.device("cuda"), 7, None, copy_len, copy_l, False)[1] == "batch size 7"
+    assert (
+        fast_path.batch_rule(model, torch.device("cuda"), 7, None, copy_len, copy_l, False, "auto")[1] == "batch size 7"
+    )
 
 
 # --------------------------------------------------------------------------- hand computations
@@ -369,8 +382,8 @@ def test_three_token_sample_by_hand(bert, energy):
     by_hand = [_hand_pattern_ce(model, ids, [p])[0] for p in (1, 2, 3)]  # l = 1, C(3, 1) = 3 patterns
     df = pd.DataFrame({"sample_id": ["s"], "text": [" ".join(words)]})
     for out in (
-        score_samples(model, tok, df, energy=energy, k=10),
-        score_samples_oracle(model, tok, df, energy=energy, k=10),
+        score_samples(model, tok, df, energy=energy, patterns=10),
+        score_samples_oracle(model, tok, df, energy=energy, patterns=10),
     ):
         row = out.iloc[0]
         assert (row.n_tokens, row.n_masked, row.k) == (3, 1, 3)
@@ -383,11 +396,11 @@ def test_sampled_patterns_and_sum_reduction_by_hand(bert):
     words = ["patient", "admitted", "with", "chest", "pain", "and", "fever", "no", "cough", "daily"]
     ids = _hand_ids(words)
     df = pd.DataFrame({"sample_id": ["abc-7"], "text": [" ".join(words)]})
-    pats = mask_patterns(11, "abc-7", 10, 4)  # l = 2, C(10, 2) = 45 > 4: sampled
+    pats = mask_patterns(11, "abc-7", 10, 4, "ceil")  # l = 2, C(10, 2) = 45 > 4: sampled
     assert pats.shape == (4, 2)
     ces = [_hand_pattern_ce(model, ids, [int(p) + 1 for p in pat]) for pat in pats]  # +1: after [CLS]
-    mean_out = score_samples(model, tok, df, k=4, seed=11, reduction="mean").iloc[0]
-    sum_out = score_samples(model, tok, df, k=4, seed=11, reduction="sum").iloc[0]
+    mean_out = score_samples(model, tok, df, patterns=4, seed=11, reduction="mean").iloc[0]
+    sum_out = score_samples(model, tok, df, patterns=4, seed=11, reduction="sum").iloc[0]
     np.testing.assert_allclose(mean_out.per_pattern, [np.mean(c) for c in ces], atol=ATOL)
     np.testing.assert_allclose(sum_out.per_pattern, [np.sum(c) for c in ces], atol=ATOL)
     assert abs(sum_out.energy - 2 * mean_out.energy) < ATOL  # sum = l * mean, l = 2
@@ -396,8 +409,8 @@ def test_sampled_patterns_and_sum_reduction_by_hand(bert):
 
 def test_sum_reduction_is_l_times_mean(bert, samples):
     model, tok = bert
-    mean = score_samples(model, tok, samples, k=10, seed=2, reduction="mean")
-    total = score_samples(model, tok, samples, k=10, seed=2, reduction="sum")
+    mean = score_samples(model, tok, samples, patterns=10, seed=2, reduction="mean")
+    total = score_samples(model, tok, samples, patterns=10, seed=2, reduction="sum")
     np.testing.assert_allclose(total.energy, mean.energy * mean.n_masked, atol=1e-4)
     assert (mean.n_masked > 1).any()
 
@@ -414,9 +427,9 @@ def test_masks_identical_across_models_batches_and_shards(monkeypatch, bert, ber
         return out
 
     monkeypatch.setattr(schedules, "mask_patterns", recording)  # every energy kind's patterns come from here
-    score_samples(*bert, samples, k=10, seed=9, batch_size=3)
+    score_samples(*bert, samples, patterns=10, seed=9, batch_size=3)
     for part in _split(samples.iloc[::-1], 2):
-        score_samples(*bert_b, part, k=10, seed=9)
+        score_samples(*bert_b, part, patterns=10, seed=9)
     assert set(seen) == set(samples["sample_id"])
     for sid, calls in seen.items():
         assert len(calls) == 2 and calls[0] == calls[1], sid
@@ -428,28 +441,28 @@ def test_masks_are_keyed_on_mask_id_where_the_table_has_one(bert):
     swapped = ["patient", "admitted", "with", "chest", "pain", "and", "nausea", "no", "cough", "daily"]
     plain = pd.DataFrame({"sample_id": ["abc-7", "abc-7~n0"], "text": [" ".join(words), " ".join(swapped)]})
     for score in (score_samples, score_samples_oracle):
-        before = score(model, tok, plain, k=4, seed=11)
+        before = score(model, tok, plain, patterns=4, seed=11)
         # no mask_id, an empty one or the sample's own id: the scores are exactly those of the plain table
         for mask_id in ([None, None], ["abc-7", "abc-7~n0"]):
-            again = score(model, tok, plain.assign(mask_id=mask_id), k=4, seed=11)
+            again = score(model, tok, plain.assign(mask_id=mask_id), patterns=4, seed=11)
             pd.testing.assert_frame_equal(again, before, check_exact=True)
         # the neighbour keyed on its sample's id: its sample's patterns, by hand
-        keyed = score(model, tok, plain.assign(mask_id=["abc-7", "abc-7"]), k=4, seed=11)
+        keyed = score(model, tok, plain.assign(mask_id=["abc-7", "abc-7"]), patterns=4, seed=11)
         pd.testing.assert_frame_equal(keyed.iloc[[0]], before.iloc[[0]], check_exact=True)
-        pats = mask_patterns(11, "abc-7", 10, 4)  # l = 2, C(10, 2) = 45 > 4: sampled
-        assert not np.array_equal(pats, mask_patterns(11, "abc-7~n0", 10, 4))
+        pats = mask_patterns(11, "abc-7", 10, 4, "ceil")  # l = 2, C(10, 2) = 45 > 4: sampled
+        assert not np.array_equal(pats, mask_patterns(11, "abc-7~n0", 10, 4, "ceil"))
         ids = _hand_ids(swapped)
         by_hand = [np.mean(_hand_pattern_ce(model, ids, [int(p) + 1 for p in pat])) for pat in pats]
         np.testing.assert_allclose(keyed.per_pattern[1], by_hand, atol=ATOL)
         assert not np.allclose(before.per_pattern[1], by_hand, atol=1e-3)  # its own id draws other patterns
     with pytest.raises(UserError, match="sample 'abc-7~n0' has an empty mask_id"):
-        score_samples(model, tok, plain.assign(mask_id=["abc-7", ""]), k=4, seed=11)
+        score_samples(model, tok, plain.assign(mask_id=["abc-7", ""]), patterns=4, seed=11)
 
 
 def test_fewer_patterns_are_a_prefix(bert, samples):
     model, tok = bert
-    k10 = score_samples(model, tok, samples, k=10, seed=4)
-    k5 = score_samples(model, tok, samples, k=5, seed=4)
+    k10 = score_samples(model, tok, samples, patterns=10, seed=4)
+    k5 = score_samples(model, tok, samples, patterns=5, seed=4)
     for a, b in zip(k5["per_pattern"], k10["per_pattern"]):
         np.testing.assert_allclose(a, b[: len(a)], rtol=0, atol=ATOL)
 
@@ -486,7 +499,7 @@ def test_truncation_is_logged_with_a_count_and_no_text(bert):
     texts = _texts([5, 80, 100], seed=8)
     df = pd.DataFrame({"sample_id": ["a", "b", "c"], "text": texts})
     with scoring_log() as records:
-        out = score_samples(model, tok, df, k=3, batch_size=2, progress_seconds=0)
+        out = score_samples(model, tok, df, patterns=3, batch_size=2, progress_seconds=0)
     warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith("2 of 3 samples")
     assert out["n_tokens"].tolist() == [5, TINY_MAX_LEN - 2, TINY_MAX_LEN - 2]
@@ -508,7 +521,7 @@ def test_bad_parameters_are_user_errors(bert, samples):
     with pytest.raises(UserError, match="energy"):
         score_samples(*bert, samples, energy="bogus")
     with pytest.raises(UserError, match=">= 1"):
-        score_samples(*bert, samples, k=0)
+        score_samples(*bert, samples, patterns=0)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -532,11 +545,11 @@ def test_a_file_is_scored_in_chunks_to_the_same_scores(tmp_path, tiny_bert_dir, 
 
     _write_samples(tmp_path / "s.parquet", samples)
     assert score_file(
-        str(tiny_bert_dir), tmp_path / "s.parquet", tmp_path / "o.parquet", k=4, chunk_samples=3, truncate=True
+        str(tiny_bert_dir), tmp_path / "s.parquet", tmp_path / "o.parquet", patterns=4, chunk_samples=3, truncate=True
     ) == len(samples)
     assert pq.ParquetFile(tmp_path / "o.parquet").num_row_groups == -(-len(samples) // 3)
     chunked = pd.read_parquet(tmp_path / "o.parquet")
-    whole = score_samples(*bert, samples, k=4, model_name=chunked["model"].iloc[0], truncate=True)
+    whole = score_samples(*bert, samples, patterns=4, model_name=chunked["model"].iloc[0], truncate=True)
     assert chunked["sample_id"].tolist() == samples["sample_id"].tolist()
     _assert_same(chunked, whole)
 
@@ -547,7 +560,7 @@ def test_cli_score_end_to_end(tmp_path, tiny_bert_dir, bert, samples, suffix, en
     _write_samples(src, samples)
     out = tmp_path / "out" / "scores.parquet"
     rc = main(["score", "--model", str(tiny_bert_dir), "--samples", str(src), "--out", str(out),
-               "--energy", energy, "--masks", "4", "--seed", "2", "--model-name", "target", "--truncate"])  # fmt: skip
+               "--energy", energy, "--patterns", "4", "--seed", "2", "--model-name", "target", "--truncate"])  # fmt: skip
     assert rc == 0
     got = pd.read_parquet(out)
     assert list(got.columns) == DOCUMENTED_COLUMNS == SCORE_COLUMNS
@@ -557,7 +570,7 @@ def test_cli_score_end_to_end(tmp_path, tiny_bert_dir, bert, samples, suffix, en
     for col in ("n_tokens", "n_masked", "k", "seed"):
         assert pd.api.types.is_integer_dtype(got[col]), col
     assert (got["per_pattern"].map(len) == got["k"]).all()
-    ref = score_samples_oracle(*bert, samples, energy=energy, k=4, seed=2, model_name="target")
+    ref = score_samples_oracle(*bert, samples, energy=energy, patterns=4, seed=2, model_name="target")
     _assert_same(got, ref)
     assert not [p for p in out.parent.iterdir() if p.name != "scores.parquet"]  # no temp files left
 
@@ -597,7 +610,9 @@ def test_cli_default_model_label_is_the_directory_name(tmp_path, tiny_bert_dir, 
     _write_samples(src, samples.head(3))
     out = tmp_path / "scores.parquet"
     assert (
-        main(["score", "--model", str(tiny_bert_dir) + "/", "--samples", str(src), "--out", str(out), "--masks", "2"])
+        main(
+            ["score", "--model", str(tiny_bert_dir) + "/", "--samples", str(src), "--out", str(out), "--patterns", "2"]
+        )
         == 0
     )
     assert set(pd.read_parquet(out)["model"]) == {tiny_bert_dir.name}
@@ -634,12 +649,12 @@ def test_an_over_long_text_is_refused_unless_truncation_is_allowed(bert):
     model, tok = bert
     df = pd.DataFrame({"sample_id": ["short", "long"], "text": _texts([5, 80], seed=3)})
     with pytest.raises(UserError) as info:
-        score_samples_strict(model, tok, df, k=2)
+        score_samples_strict(model, tok, df, patterns=2)
     message = str(info.value)
     assert message.startswith("sample 'long' is longer than the model's maximum length (40 tokens")
     assert "scoring.truncate: true" in message and "\n" not in message
     assert df.text[1][:20] not in message
-    cut = score_samples_strict(model, tok, df, k=2, truncate=True)
+    cut = score_samples_strict(model, tok, df, patterns=2, truncate=True)
     assert cut.n_tokens.tolist() == [5, TINY_MAX_LEN - 2]
 
 

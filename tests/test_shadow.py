@@ -216,7 +216,7 @@ def _brute_force(model, tokenizer, sample_id: str, text: str, seed: int):
     """The fill-in query by hand: one sequence, full forward, argmax and cross-entropy."""
     ids = torch.tensor(tokenizer(text, split_special_tokens=True)["input_ids"])
     content = torch.arange(1, len(ids) - 1)  # BERT: [CLS] content [SEP]
-    masked = content[torch.from_numpy(mask_patterns(seed, sample_id, len(content), 1)[0])]
+    masked = content[torch.from_numpy(mask_patterns(seed, sample_id, len(content), 1, "ceil")[0])]
     x = ids.clone()
     x[masked] = tokenizer.mask_token_id
     with torch.no_grad():

@@ -155,7 +155,7 @@ def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
     for key in ("scoring", "metrics", "figure_style", "training", "exposure", "tokenizer"):
         del config[key]
     s = study(config)
-    assert s.config["scoring"]["k"] == 10 and s.config["scoring"]["mask_count"] == "ceil"
+    assert s.config["scoring"]["patterns"] == 10 and s.config["scoring"]["mask_count"] == "ceil"
     assert s.config["metrics"]["bootstrap"] == 200 and s.config["metrics"]["protocols"] == ["published", "corrected"]
     assert s.config["figure_style"]["dpi"] == 150 and s.config["training"]["threads"] == 1
     spec_defaults = yaml.safe_load((SCHEMAS / "tables.schema.yaml").read_text())
@@ -190,6 +190,51 @@ def test_the_library_reads_the_defaults_validation_fills():
         defaults("models", "x")
 
 
+def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
+    # defaults once: a function a user calls directly takes, for what it is not given, what
+    # validation writes into a config that leaves those keys out (the schema's), nothing of its own
+    import inspect
+
+    from mlmia.memorization.exposed_samples import exposure_metrics
+    from mlmia.memorization.extraction import extraction_rates, infill
+    from mlmia.models.tokenizer import train_tokenizer
+    from mlmia.scoring.energy import score_file, score_samples, score_samples_oracle
+    from mlmia.scoring.neighbours import neighbour_samples
+    from mlmia.scoring.settings import ScoringSettings
+    from mlmia.vocabulary.schema import schema_path, validate
+
+    sections = ("scoring", "extraction", "neighbours", "tokenizer", "exposure")
+    config = validate({"run": "x", "tables_spec": "unused.yaml", **{k: {} for k in sections}}, schema_path("config"))
+    spec = validate({"experiments": {"e": {"dataset": "d", "target": "t", "nonmembers": "n", "population": "p"}}},
+                    schema_path("tables"))  # fmt: skip
+
+    def given(function, **names):
+        parameters = inspect.signature(function).parameters
+        return {key: parameters[name].default for key, name in names.items()}
+
+    scoring = config["scoring"]
+    keys = ("patterns", "seed", "reduction", "mask_count", "truncate")
+    for function in (score_samples, score_samples_oracle, score_file):
+        assert given(function, **{k: k for k in keys}) == {k: scoring[k] for k in keys}, function.__name__
+        assert given(function, energy="energy") == {"energy": spec["experiments"]["e"]["energy"]}
+    assert given(score_file, device="device", precision="precision") == {
+        "device": scoring["device"], "precision": scoring["precision"]
+    }  # fmt: skip
+    assert ScoringSettings() == ScoringSettings.from_config(scoring)
+    extraction = config["extraction"]
+    assert given(infill, top_k="top_k", batch_size="batch_size") == {
+        "top_k": extraction["top_k"], "batch_size": extraction["batch_size"]
+    }  # fmt: skip
+    assert given(extraction_rates, seed="seed", bootstrap="replicates") == {
+        "seed": extraction["seed"], "bootstrap": extraction["bootstrap"]
+    }  # fmt: skip
+    neighbours = {k: config["neighbours"][k] for k in ("count", "seed", "candidates", "dropout")}
+    assert given(neighbour_samples, count="n", seed="seed", candidates="candidates", dropout="dropout") == neighbours
+    assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency") == config["tokenizer"]
+    exposure = {k: config["exposure"][k] for k in ("test_size", "seed")}
+    assert given(exposure_metrics, test_size="test_size", seed="seed") == exposure
+
+
 def test_validation_leaves_the_corpus_section_as_given():
     # the world's rules pass `corpus` as their params: a default written into it would rerun
     # every world job of a config that leaves one out (mlmia.world.corpus.corpus_settings fills them)
@@ -204,6 +249,81 @@ def test_validation_leaves_the_corpus_section_as_given():
         validate(
             {"run": "x", "tables_spec": "t.yaml", "corpus": {"mimic": {"member_patients": 0}}}, schema_path("config")
         )
+
+
+IMPORTED = {"energy": "masked", "files": "{root}/{model}__{set}.txt", "models": ["m"],
+            "sets": {"members": {"role": "member", "source": "mimic"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "old, message",
+    [
+        ({"scoring": {"k": 4}}, "config key scoring.k: renamed to scoring.patterns"),
+        (
+            {"imported": {"root": "r", "datasets": {"long": {**IMPORTED, "k": 20}}}},
+            "config key imported.datasets.long.k: renamed to imported.datasets.long.patterns",
+        ),
+        ({"extraction": {"k": 5}}, "config key extraction.k: renamed to extraction.top_k"),
+        ({"attacks": {"min_k": {"k": 0.3}}}, "config key attacks.min_k.k: renamed to attacks.min_k.fraction"),
+        (
+            {"attacks": {"rmia": {"gamma": 2.0}, "min_k_plus_plus": {"k": 0.3}}},
+            "config key attacks.min_k_plus_plus.k: renamed to attacks.min_k_plus_plus.fraction",
+        ),
+    ],
+)
+def test_a_renamed_key_is_refused_naming_the_new_one(old, message):
+    from mlmia.vocabulary.schema import schema_path, validate
+
+    # refused before validation: before the other mistakes of the same config, and in one line
+    config = {"run": "x", "tables_spec": "unused.yaml", "training": {"thread": 2}, **copy.deepcopy(old)}
+    with pytest.raises(UserError) as caught:
+        validate(config, schema_path("config"))
+    assert str(caught.value) == message
+
+
+def test_the_renamed_keys_validate_under_their_new_names():
+    from mlmia.vocabulary.schema import schema_path, validate
+
+    config = validate(
+        {"run": "x", "tables_spec": "unused.yaml", "scoring": {"patterns": 4}, "extraction": {"top_k": 5},
+         "imported": {"root": "r", "datasets": {"long": {**IMPORTED, "patterns": 20}}}},
+        schema_path("config"),
+    )  # fmt: skip
+    assert config["scoring"]["patterns"] == 4 and "k" not in config["scoring"]
+    assert config["imported"]["datasets"]["long"]["patterns"] == 20
+    assert config["extraction"]["top_k"] == 5 and "k" not in config["extraction"]
+
+
+def test_an_attack_takes_its_renamed_parameter_from_the_config(in_repo):
+    # Min-K%'s fraction reaches the metrics job's params under its new name; a parameter of
+    # another attack that is also called k is not Min-K%'s (only attacks.min_k*.k were renamed)
+    from mlmia.vocabulary.schema import check_renamed
+
+    config = load("config.yaml")
+    config["attacks"] = {"min_k": {"fraction": 0.3}}
+    s = study(config)
+    params = [s.metric_settings(n)["attack_params"] for n in s.metric_experiments()]
+    assert {"min_k": {"fraction": 0.3}}.items() <= next(p for p in params if "min_k" in p).items()
+    check_renamed({"attacks": {"my_attack": {"k": 3}}})  # a user's attack may have its own k
+
+
+def test_the_command_line_refuses_a_renamed_option(capsys):
+    from mlmia.cli import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["score", "--masks", "4", "--model", "m", "--samples", "s.csv", "--out", "o.parquet"])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == "mlmia: error: mlmia score: argument --masks: renamed to --patterns\n"
+
+
+def test_the_command_line_defaults_are_the_schemas():
+    # `mlmia score` with no option given scores as a config that leaves `scoring:` out
+    from mlmia.cli import build_parser
+
+    args = build_parser().parse_args(["score", "--model", "m", "--samples", "s.csv", "--out", "o.parquet"])
+    chosen = (args.patterns, args.seed, args.reduction, args.mask_count, args.precision, args.device)
+    assert chosen == (10, 0, "mean", "ceil", "auto", "auto")
+    assert args.energy == "masked" and args.batch_size is None and args.truncate is False
 
 
 @pytest.mark.parametrize(
@@ -458,3 +578,38 @@ def test_reference_pool_fine_tuned_from_a_trained_model(in_repo, tmp_path):
     config["models"]["public"] = {"path": "bert-base-uncased"}  # a hub id: no local directory to fine-tune
     with pytest.raises(UserError, match="references.init: 'public' must be a local model directory"):
         study(config)
+
+
+def test_what_a_tables_spec_leaves_out_is_the_schemas_default(tmp_path):
+    # a finding cell's alpha, a column's alpha and an exposure table's attack: written once, in
+    # tables.schema.yaml; the metrics jobs compute at those alphas, Table 7 labels with that attack
+    threshold = {"metric": "recall", "attack": "loss", "threshold": "population"}
+    spec = {
+        "experiments": {name: {"dataset": "d", "target": "t", "reference": "r", "nonmembers": "x", "population": "y"}
+                        for name in ("e", "f", "g")},
+        "tables": {"t": {"columns": [{"id": "c", "experiment": "e"}], "rows": [{"metric": "auc", "attack": "loss"}]},
+                   "t7": {"kind": "exposure", "columns": [{"id": "c", "experiment": "g", "metric": "precision", "split": "test"}],
+                          "rows": [{"label": "all", "features": "all"}]}},
+        "findings": [{"id": "f", "claim": "c", "experiments": ["f"], "compare": threshold,
+                      "against": {**threshold, "alpha": 0.05}}],
+    }  # fmt: skip
+    (tmp_path / "d.csv").write_text("g,t,r\np,some words,member\n")
+    config = {
+        "run": "tiny", "tables_spec": str(tmp_path / "spec.yaml"),
+        "datasets": {"d": {"columns": {"text": "t", "group": "g", "role": "r"},
+                           "files": [{"path": str(tmp_path / "d.csv"), "source": "x"}]}},
+        "models": {"t": {"path": "t"}, "r": {"path": "r"}}, "exposure": {"embedding_model": "r"},
+    }  # fmt: skip
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    s = Study.from_config(config, REPO)
+    assert s.tables["t"]["columns"][0]["alpha"] == 0.1 and "attack" not in s.tables["t"]
+    assert s.metric_settings("f")["alphas"] == [0.05, 0.1]
+    check = s.finding_checks()[0]
+    assert (check["compare"]["alpha"], check["against"]["alpha"], check["kind"], check["margin"]) == (
+        0.1, 0.05, "finding", 0
+    )  # fmt: skip
+    assert (s.exposure_settings("g")["attack"], s.exposure_settings("g")["alpha"]) == ("likelihood_ratio", 0.1)
+    # an exposure table naming its attack keeps it
+    spec["tables"]["t7"]["attack"] = "loss"
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert Study.from_config(copy.deepcopy(config), REPO).exposure_settings("g")["attack"] == "loss"

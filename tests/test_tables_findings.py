@@ -53,6 +53,7 @@ ROWS = [
 ]
 SPEC = {
     "title": "T",
+    "kind": "metrics",
     "columns": [{"id": "c10", "header": "ten", "experiment": "e1", "alpha": 0.1},
                 {"id": "c1", "header": "one", "experiment": "e1", "alpha": 0.01}],
 }  # fmt: skip
@@ -93,7 +94,7 @@ def test_under_the_table_the_parameters_an_attack_tuned_and_the_population_it_co
     rmia = metrics_frame([("auc", "rmia", None, NAN, NAN, 0.85, 0.8, 0.9)])
     tuned = pd.DataFrame([parameter], columns=METRIC_COLUMNS)
     metrics = {name: pd.concat([rmia, METRICS["e1"], tuned], ignore_index=True) for name in experiments}
-    spec = {"title": "Z", "columns": [{"id": "m", "header": "MIMIC", "experiment": "e1", "alpha": 0.1},
+    spec = {"title": "Z", "kind": "metrics", "columns": [{"id": "m", "header": "MIMIC", "experiment": "e1", "alpha": 0.1},
                                       {"id": "i", "header": "i2b2", "experiment": "e2", "alpha": 0.1}]}  # fmt: skip
     rows = [{"metric": "auc", "attack": "rmia", "label": "RMIA"}, *ROWS[:1]]
     _, markdown, latex = render_table("z", spec, rows, experiments, metrics, {}, ["corrected"])
@@ -124,8 +125,10 @@ def test_missing_metric_names_table_column_and_row():
 
 
 def check(compare, against, margin=0.0, allow_equal=False, scope="e1"):
-    return {"finding": "f", "claim": "c", "scope": scope, "margin": margin, "allow_equal": allow_equal,
-            "compare": {"experiment": "e1", **compare}, "against": {"experiment": "e1", **against}}  # fmt: skip
+    """A check as `Study.finding_checks` gives it (the tables spec's defaults filled in)."""
+    return {"finding": "f", "claim": "c", "kind": "finding", "scope": scope, "margin": margin,
+            "allow_equal": allow_equal, "compare": {"experiment": "e1", "alpha": 0.1, **compare},
+            "against": {"experiment": "e1", "alpha": 0.1, **against}}  # fmt: skip
 
 
 def test_findings_compare_on_the_same_replicates():
@@ -210,7 +213,7 @@ def test_exposure_labels_and_degenerate_case():
         "target_energy": [-5.0, -4.0, -3.5, 2.0] + list(np.linspace(-3, 3, 10)), "reference_energy": 0.0,
         "sample_id": range(14),
     })  # fmt: skip
-    members = exposed_labels(attack, 0.1)  # threshold: the lowest population statistic, -3
+    members = exposed_labels(attack, 0.1, "likelihood_ratio")  # threshold: the lowest population statistic, -3
     assert members.exposed.tolist() == [True, True, True, False]
     # too few of one class: empty cells, not invented numbers
     metrics = exposure_metrics(members, pd.DataFrame({"digits": [1, 2, 3, 4]}), np.zeros((4, 2)), 0.1)

@@ -7,6 +7,11 @@ import sys
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import setup_logging
+from mlmia.vocabulary.schema import defaults
+
+#: options renamed (one word per concept, as the config's keys: `mlmia.vocabulary.schema.RENAMED`),
+#: refused naming the new one: old option -> new option
+RENAMED_OPTIONS = {"--masks": "--patterns"}
 
 
 def _score(args: argparse.Namespace) -> None:
@@ -21,7 +26,7 @@ def _score(args: argparse.Namespace) -> None:
         samples=args.samples,
         out=args.out,
         energy=args.energy,
-        k=args.masks,
+        patterns=args.patterns,
         seed=args.seed,
         reduction=args.reduction,
         batch_size=args.batch_size,
@@ -47,22 +52,49 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"mlmia: error: {self.prog}: {message}\n")
 
 
+class _Renamed(argparse.Action):
+    """A renamed option (`RENAMED_OPTIONS`): refused, naming the new one, before any work."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        kwargs.pop("nargs", None)
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise argparse.ArgumentError(self, f"renamed to {RENAMED_OPTIONS[option_string]}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mlmia", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    # the defaults are the config's (`scoring`) and a tables spec experiment's (the energy kind)
+    scoring = defaults("scoring")
     score = sub.add_parser("score", help="energy of every sample under a masked language model")
     score.add_argument("--model", required=True, help="local model directory or hub id")
     score.add_argument("--samples", required=True, help="Parquet, CSV or JSONL with sample_id and text")
     score.add_argument("--out", required=True, help="output Parquet")
-    score.add_argument("--energy", choices=["masked", "normalized"], default="masked")
-    score.add_argument("--masks", type=int, default=10, help="K, the number of masking patterns (masked energy)")
-    score.add_argument("--seed", type=int, default=0)
     score.add_argument(
-        "--reduction", choices=["mean", "sum"], default="mean", help="over the masked positions of a pattern"
+        "--energy", choices=["masked", "normalized"], default=defaults("experiments", "*", schema="tables")["energy"]
     )
-    score.add_argument("--batch-size", type=int, default=None, help="masked copies per forward pass (default: chosen)")
-    score.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    score.add_argument(
+        "--patterns",
+        type=int,
+        default=scoring["patterns"],
+        help="K, the number of masking patterns (masked energy; config scoring.patterns)",
+    )
+    for old in RENAMED_OPTIONS:
+        score.add_argument(old, action=_Renamed)
+    score.add_argument("--seed", type=int, default=scoring["seed"])
+    score.add_argument(
+        "--reduction",
+        choices=["mean", "sum"],
+        default=scoring["reduction"],
+        help="over the masked positions of a pattern",
+    )
+    score.add_argument(
+        "--batch-size", type=int, default=scoring["batch_size"], help="masked copies per forward pass (default: chosen)"
+    )
+    score.add_argument("--device", choices=["auto", "cpu", "cuda"], default=scoring["device"])
     score.add_argument(
         "--model-name", default=None, help="label written in the `model` column (default: the path's name)"
     )
@@ -72,13 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument(
         "--mask-count",
         choices=["ceil", "floor"],
-        default="ceil",
+        default=scoring["mask_count"],
         help="masked tokens per pattern: ceil(0.15 T) (the paper's text) or floor (the authors' code)",
     )
     score.add_argument(
         "--precision",
         choices=["auto", "fp32", "bf16", "fp16"],
-        default="auto",
+        default=scoring["precision"],
         help="compute dtype: auto = fp32 on CPU, bf16 (else fp16) on CUDA; bf16 also on CPU; fp16 CUDA only",
     )
     score.add_argument(

@@ -11,7 +11,9 @@ def main(snakemake):
     samples = pd.read_parquet(snakemake.input.samples, columns=["sample_id", "group_id", "text"])
     spans = named_spans(samples, pd.read_parquet(snakemake.input.values), where=params.where)
     model, tokenizer = load_mlm(params.model, params.device, tokenizer=params.tokenizer)
-    results = infill(model, tokenizer, samples, spans, k=params.settings["k"], batch_size=params.settings["batch_size"])
+    results = infill(
+        model, tokenizer, samples, spans, top_k=params.settings["top_k"], batch_size=params.settings["batch_size"]
+    )
     write_parquet(results, snakemake.output[0])
 
 

@@ -10,7 +10,7 @@ def main(snakemake):
         files_from_config(dataset, snakemake.params.root, model),
         model=model,
         energy_kind=snakemake.wildcards.energy,
-        k=dataset.get("k"),
+        patterns=dataset.get("patterns"),  # optional: no default
     )
     write_parquet(scores, snakemake.output[0])
 

@@ -55,8 +55,8 @@ def blind_member_probability(selected: pd.DataFrame, settings: dict) -> np.ndarr
 
     Member and non-member rows are split into folds by `group_id` (scikit-learn
     `StratifiedGroupKFold`: a GroupKFold, no patient in two folds, that also keeps each
-    fold's member share near the whole's; groups shuffled with the settings' ``seed``,
-    default 0); each is scored by the classifier fitted on the other folds, so that no row
+    fold's member share near the whole's; groups shuffled with the settings' ``seed``, the
+    config's metrics.seed); each is scored by the classifier fitted on the other folds, so that no row
     is scored by a model that saw its patient. ``member_heldin`` and ``population`` rows
     are scored by the classifier fitted on every member and non-member row. Folds: the
     settings' ``attacks.blind.folds`` (default 5), at most the number of patients. Nothing
@@ -64,7 +64,7 @@ def blind_member_probability(selected: pd.DataFrame, settings: dict) -> np.ndarr
     from sklearn.model_selection import StratifiedGroupKFold
 
     folds = _folds(settings)
-    seed = int(settings.get("seed", 0))
+    seed = int(settings["seed"])
     role = selected["role"].astype(str).to_numpy()
     texts = selected["text"].astype(str).to_numpy(dtype=object)
     groups = selected["group_id"].astype(str).to_numpy()

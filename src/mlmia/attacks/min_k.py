@@ -19,7 +19,7 @@ class MinK(Attack):
     masked positions, over all the sample's masking patterns (`target_token_logp`: one entry
     per masked position of each pattern, so a position masked in two patterns counts twice),
     each predicted from the unmasked rest of the text rather than from a left context.
-    Parameter `k` (a fraction, default 0.2, the paper's usual choice); m is k n rounded down as
+    Parameter `fraction` (k, default 0.2, the paper's usual choice); m is k n rounded down as
     the authors' code and MIMIR's round it (`mlmia.attacks.shared.n_lowest`), but at least one
     token. The statistic is minus the mean, so that, like an energy, lower means "member". Its
     test (`tests/test_attack_zoo.py`, reference definitions) follows MIMIR's Min-K% Prob
@@ -31,9 +31,9 @@ class MinK(Attack):
     inputs = {"target": ("token_logp",)}
     lower_is_member = True
     aggregates = True
-    parameters = {"k": 0.2}
+    parameters = {"fraction": 0.2}
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
-        k = check_fraction(self.name, self.params["k"])
+        k = check_fraction(self.name, self.params["fraction"])
         logp = token_lists(table, "target_token_logp", self.name)
         return np.array([-lowest_mean(values, k) for values in logp], dtype=float)

@@ -29,7 +29,7 @@ class MinKPlusPlus(Attack):
     (`target_token_logp`, `target_token_mean`, `target_token_var`: one entry each per masked
     position of each pattern). Where σ_t = 0 (at most `SIGMA_ZERO`) the distribution is a point
     mass and the true token's log-probability can only be its mean: z_t = 0 there (no
-    evidence either way; their code divides by zero there). Parameter `k` (a fraction, default
+    evidence either way; their code divides by zero there). Parameter `fraction` (k, default
     0.2); m rounded down and at least one token, as for Min-K% (`mlmia.attacks.min_k`). The
     statistic is minus the mean, so that, like an energy, lower means "member". Its test
     (`tests/test_attack_zoo.py`, reference definitions) follows MIMIR's Min-K%++ attack
@@ -42,10 +42,10 @@ class MinKPlusPlus(Attack):
     inputs = {"target": ("token_logp", "token_mean", "token_var")}
     lower_is_member = True
     aggregates = True
-    parameters = {"k": 0.2}
+    parameters = {"fraction": 0.2}
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
-        k = check_fraction(self.name, self.params["k"])
+        k = check_fraction(self.name, self.params["fraction"])
         logp = token_lists(table, "target_token_logp", self.name)
         mean = token_lists(table, "target_token_mean", self.name)
         var = token_lists(table, "target_token_var", self.name)

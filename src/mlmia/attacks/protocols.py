@@ -42,6 +42,7 @@ from mlmia.metrics.classification import (
     roc,
 )
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.vocabulary.experiment import DEFAULTS as EXPERIMENT
 from mlmia.vocabulary.manifest import ROLES
 from mlmia.vocabulary.scores import PATTERN_SIZES, TOKEN_COLUMNS
 
@@ -402,7 +403,7 @@ def point_estimates(metrics: pd.DataFrame) -> pd.DataFrame:
 def roc_points(
     table: pd.DataFrame,
     attacks: list[str],
-    level: str = "sample",
+    level: str = EXPERIMENT["level"],
     max_points: int = 2000,
     attack_params: dict | None = None,
 ) -> pd.DataFrame:

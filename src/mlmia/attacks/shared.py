@@ -11,27 +11,27 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 
 
-def check_fraction(attack: str, k) -> float:
-    """k as a float in (0, 1], or a UserError naming the config key."""
+def check_fraction(attack: str, fraction) -> float:
+    """`fraction` as a float in (0, 1], or a UserError naming the config key."""
     try:
-        value = float(k)
+        value = float(fraction)
     except (TypeError, ValueError):
         value = float("nan")
     if not 0.0 < value <= 1.0:
-        raise UserError(f"config key attacks.{attack}.k: a fraction in (0, 1] is needed, got {k!r}")
+        raise UserError(f"config key attacks.{attack}.fraction: a fraction in (0, 1] is needed, got {fraction!r}")
     return value
 
 
-def n_lowest(k: float, n: int) -> int:
-    """How many of n tokens make the lowest k: ``int(k * n)``, k n rounded down in floating point
-    as Shi et al.'s and Zhang et al.'s code and MIMIR round it (so 0.2 * 13 is 2), but at least
-    one (where k n < 1 theirs is the mean of no token, not a number)."""
-    return max(1, int(k * n))
+def n_lowest(fraction: float, n: int) -> int:
+    """How many of n tokens make the lowest fraction k: ``int(k * n)``, k n rounded down in
+    floating point as Shi et al.'s and Zhang et al.'s code and MIMIR round it (so 0.2 * 13 is 2),
+    but at least one (where k n < 1 theirs is the mean of no token, not a number)."""
+    return max(1, int(fraction * n))
 
 
-def lowest_mean(values: np.ndarray, k: float) -> float:
-    """The mean of the `n_lowest(k, n)` smallest of the n `values`."""
-    m = n_lowest(k, values.size)
+def lowest_mean(values: np.ndarray, fraction: float) -> float:
+    """The mean of the `n_lowest(fraction, n)` smallest of the n `values`."""
+    m = n_lowest(fraction, values.size)
     return float(np.partition(values, m - 1)[:m].mean())
 
 

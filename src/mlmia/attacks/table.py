@@ -24,6 +24,7 @@ import pandas as pd
 
 from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
+from mlmia.vocabulary.experiment import DEFAULTS as EXPERIMENT
 from mlmia.vocabulary.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, taken
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
@@ -124,8 +125,8 @@ def build_attack_table(
     *,
     nonmembers: str,
     population: str,
-    length: str | None = None,
-    energy: str = "masked",
+    length: str | None = EXPERIMENT["length"],
+    energy: str = EXPERIMENT["energy"],
     splits: pd.DataFrame | None = None,
     neighbours: pd.DataFrame | None = None,
     settings: dict | None = None,

@@ -51,8 +51,11 @@ from mlmia.vocabulary.manifest import (
     check_roles_disjoint,
     length_bucket,
 )
+from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
+#: what a dataset entry leaves out (format, header): the config schema's (`datasets.<name>`)
+DEFAULTS = defaults("datasets", "*")
 
 #: the columns `read_dataset` returns (the manifest without n_tokens)
 DATASET_COLUMNS = [c for c in MANIFEST_COLUMNS if c != "n_tokens"]
@@ -87,10 +90,10 @@ def _role_names(spec: dict) -> dict:
 
 def _check_spec(spec, key: str) -> None:
     _check_keys(spec, SPEC_KEYS + CALLER_KEYS, key)
-    fmt = spec.get("format", "auto")
+    fmt = spec.get("format", DEFAULTS["format"])
     if fmt not in ("auto", *FORMATS):
         raise UserError(f"{key}.format: unknown format {fmt!r} (use one of auto, {', '.join(FORMATS)})")
-    if not isinstance(spec.get("header", True), bool):
+    if not isinstance(spec.get("header", DEFAULTS["header"]), bool):
         raise UserError(f"{key}.header: must be true or false, got {spec['header']!r}")
     columns = spec.get("columns")
     if columns is None:
@@ -237,7 +240,7 @@ def count_rows(spec: dict, root: str | Path | None = None) -> int | None:
     for path in dataset_paths(spec, root):
         if not path.is_file():
             return None
-        fmt = _file_format(path, spec.get("format", "auto"), "datasets")
+        fmt = _file_format(path, spec.get("format", DEFAULTS["format"]), "datasets")
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
@@ -247,7 +250,7 @@ def count_rows(spec: dict, root: str | Path | None = None) -> int | None:
                 with path.open(encoding="utf-8", errors="replace") as handle:
                     total += sum(1 for line in handle if line.strip())
             else:
-                header = 0 if spec.get("header", True) else None
+                header = 0 if spec.get("header", DEFAULTS["header"]) else None
                 total += len(
                     pd.read_csv(path, sep="," if fmt == "csv" else "\t", header=header, usecols=[0], dtype=str)
                 )
@@ -260,8 +263,8 @@ def _read_one(entry: dict, i: int, spec: dict, path: Path, key: str) -> tuple[Pa
     where = f"{key}.files[{i}]"
     if not path.is_file():
         raise UserError(f"{path}: file not found ({where}.path)")
-    fmt = _file_format(path, spec.get("format", "auto"), key)
-    header = bool(spec.get("header", True)) if fmt in ("csv", "tsv") else True
+    fmt = _file_format(path, spec.get("format", DEFAULTS["format"]), key)
+    header = bool(spec.get("header", DEFAULTS["header"])) if fmt in ("csv", "tsv") else True
     df = _read_file(path, fmt, header)
     columns = spec["columns"]
     role_names = _role_names(spec)

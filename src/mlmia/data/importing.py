@@ -124,9 +124,10 @@ def import_manifest(sets: list[ScoreSet], files: dict[str, dict[str, str]], leng
 
 
 def import_model_scores(
-    sets: list[ScoreSet], files: dict[str, str], model: str, energy_kind: str, k: int | None = None
+    sets: list[ScoreSet], files: dict[str, str], model: str, energy_kind: str, patterns: int | None = None
 ) -> pd.DataFrame:
-    """One model's score files (`files[set_name]`) in the layout the scorer writes."""
+    """One model's score files (`files[set_name]`) in the layout the scorer writes; `patterns`, the
+    masking patterns K the energies were averaged over (the `k` column; None: not known)."""
     parts = []
     for score_set in sets:
         if score_set.name not in files:
@@ -145,7 +146,7 @@ def import_model_scores(
     table["per_pattern"] = [[] for _ in range(n)]
     for column in TOKEN_COLUMNS:  # published scores carry no per-token evidence
         table[column] = [[] for _ in range(n)]
-    table["k"] = pd.array([k] * n, dtype="Int64")
+    table["k"] = pd.array([patterns] * n, dtype="Int64")
     table["seed"] = missing
     return table[SCORE_COLUMNS]
 

@@ -73,8 +73,8 @@ def attack_bounds(
     table: pd.DataFrame,
     attacks: dict[str, dict | None],
     delta: float,
-    confidence: float = 0.95,
-    seed: int = 0,
+    confidence: float,
+    seed: int,
     target: str = "",
 ) -> pd.DataFrame:
     """One row per attack: its lower bound on epsilon (`threshold_then_bound` on the member and
@@ -145,7 +145,7 @@ def utility(
 def one_run_canary_audit(
     scores: np.ndarray,
     included: np.ndarray,
-    guess_share: float = 0.2,
+    guess_share: float,
     delta: float = 0.0,
     beta: float = 0.05,
 ) -> dict:

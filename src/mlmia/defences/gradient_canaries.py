@@ -51,6 +51,8 @@ from mlmia.core.errors import UserError
 from mlmia.vocabulary.schema import defaults
 
 SCORES = ("likelihood_ratio", "alignment")
+#: the keyword defaults below: the config schema's `dp_audit` section
+DP_AUDIT = defaults("dp_audit")
 #: the observations in a trained model's directory
 RECORD_FILE = "gradient_canaries.npz"
 
@@ -198,7 +200,7 @@ def _normalised(record: dict) -> np.ndarray:
     return record["observed"].astype(np.float64) * record["divisor"] / record["unit"]
 
 
-def canary_scores(record: dict, score: str = "likelihood_ratio") -> np.ndarray:
+def canary_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
     """Each canary's score (higher: included), one of `SCORES` (module docstring); without noise
     (sigma 0) the likelihood ratio is the alignment."""
     if score not in SCORES:
@@ -215,7 +217,7 @@ def _two_sided(low_tail: float, high_tail: float) -> float:
     return float(min(1.0, 2.0 * min(low_tail, high_tail)))
 
 
-def mechanism_checks(record: dict, level: float = 1e-6) -> list[dict]:
+def mechanism_checks(record: dict, level: float = DP_AUDIT["check_level"]) -> list[dict]:
     """Two checks of the mechanism against the accountant's claim, each failing (passed False)
     when its two-sided p-value is below `level`:
 

@@ -60,6 +60,8 @@ from mlmia.vocabulary.schema import defaults
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
+#: the device and threads of a tagger left out: the config schema's (`dexposure`)
+DEFAULTS = defaults("dexposure")
 
 RUN_COLUMNS = [
     "setting", "seed", "repetitions", "epoch", "class", "size", "max_d_exposure", "inserted_confidence",
@@ -264,8 +266,8 @@ def train_and_measure(
     lr_decay: bool = True,
     dropout: float | None = None,
     setting: str = "main",
-    device: str = "auto",
-    threads: int = 1,
+    device: str = DEFAULTS["device"],
+    threads: int = DEFAULTS["threads"],
     record_dir: str | os.PathLike | None = None,
     log_every: int = 20,
 ) -> pd.DataFrame:

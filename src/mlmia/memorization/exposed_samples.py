@@ -25,6 +25,7 @@ from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.metrics.classification import population_threshold
+from mlmia.vocabulary.schema import defaults
 
 FEATURE_SETS = {
     "digits": ["digits"],
@@ -35,6 +36,8 @@ FEATURE_SETS = {
     "cls_embedding": ["cls"],
 }
 log = get_logger(__name__)
+#: the test split's share and seed left out: the config schema's `exposure` section
+EXPOSURE = defaults("exposure")
 
 
 def training_texts(table: pd.DataFrame, where: str) -> pd.Series:
@@ -90,7 +93,7 @@ def cls_embeddings(model, tokenizer, texts, batch_size: int = 64) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 0))
 
 
-def exposed_labels(attack_table: pd.DataFrame, alpha: float, attack: str = "likelihood_ratio") -> pd.DataFrame:
+def exposed_labels(attack_table: pd.DataFrame, alpha: float, attack: str) -> pd.DataFrame:
     """Members with an `exposed` flag: the attack calls them members at the population
     alpha-threshold (at most alpha of the population called a member)."""
     chosen = get_attack(attack)
@@ -112,7 +115,12 @@ def patient_split(y: np.ndarray, groups: np.ndarray, test_size: float, seed: int
 
 
 def exposure_metrics(
-    members: pd.DataFrame, features: pd.DataFrame, cls: np.ndarray, alpha: float, test_size: float = 0.3, seed: int = 0
+    members: pd.DataFrame,
+    features: pd.DataFrame,
+    cls: np.ndarray,
+    alpha: float,
+    test_size: float = EXPOSURE["test_size"],
+    seed: int = EXPOSURE["seed"],
 ) -> pd.DataFrame:
     """Precision/recall (percent) of "exposed" for each feature set on train and test splits."""
     columns = [

@@ -11,9 +11,9 @@ Pretrained on Clinical Notes Reveal Sensitive Data?", NAACL 2021):
 - top-1: the span filled one token at a time, most confident position first, each token read
   with the ones already filled in (greedy mask-predict, `_iterative_fill`), equals the value;
   `top1_one_pass` is the weaker reading of every position from one masked pass;
-- top-k: the value is among the k most likely spans of one masked pass, spans scored by the sum
-  of their positions' log-probabilities (the k best found exactly by merging the positions' k
-  best), or the iterative fill gives it back.
+- top-k: the value is among the k (`top_k`, config extraction.top_k) most likely spans of one
+  masked pass, spans scored by the sum of their positions' log-probabilities (the k best found
+  exactly by merging the positions' k best), or the iterative fill gives it back.
 
 The rate without memorisation is the same reconstruction by a reference model that never saw
 the patient; the rate of non-member patients under the target is the rate a model reaches from
@@ -38,8 +38,11 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
+#: the keyword defaults of `infill` and `extraction_rates`: the config schema's `extraction` section
+DEFAULTS = defaults("extraction")
 
 #: a PHI value of a patient: `left` and `right` are literal context the value must stand between
 #: (a dose between its drug and "mg"); empty strings: the value stands alone, between word boundaries
@@ -188,13 +191,13 @@ def k_best_sums(logp: np.ndarray, k: int) -> np.ndarray:
     return best
 
 
-def _reconstruction(logp: np.ndarray, truth: np.ndarray, k: int) -> tuple[bool, bool, int]:
-    """(top-1 exact, among the k best spans, the number of spans scored above the truth when
-    fewer than k, else k)."""
+def _reconstruction(logp: np.ndarray, truth: np.ndarray, top_k: int) -> tuple[bool, bool, int]:
+    """(top-1 exact, among the top_k best spans, the number of spans scored above the truth when
+    fewer than top_k, else top_k)."""
     top1 = bool((logp.argmax(axis=1) == truth).all())
     true_score = float(logp[np.arange(len(truth)), truth].sum())
-    above = int((k_best_sums(logp, k) > true_score + 1e-9).sum())
-    return top1, above < k, above
+    above = int((k_best_sums(logp, top_k) > true_score + 1e-9).sum())
+    return top1, above < top_k, above
 
 
 def infill(
@@ -203,8 +206,8 @@ def infill(
     samples: pd.DataFrame,
     spans: pd.DataFrame,
     *,
-    k: int = 10,
-    batch_size: int = 64,
+    top_k: int = DEFAULTS["top_k"],
+    batch_size: int = DEFAULTS["batch_size"],
 ) -> pd.DataFrame:
     """Reconstruct each (sample, value) of `spans` (`locate_values`): all its occurrences in the
     sample masked, its first occurrence read back (top-1 by the iterative fill, the one-pass
@@ -216,8 +219,8 @@ def infill(
     from mlmia.models.loading import max_sequence_length
     from mlmia.models.tokenizer import encode_text
 
-    if k < 1:
-        raise UserError(f"extraction: k must be at least 1 (got {k})")
+    if top_k < 1:
+        raise UserError(f"extraction: top_k must be at least 1 (got {top_k})")
     if spans.empty:
         return pd.DataFrame(columns=RESULT_COLUMNS)
     texts = samples.set_index(samples["sample_id"].astype(str))["text"].astype(str)
@@ -267,7 +270,7 @@ def infill(
             filled = _iterative_fill(read, batch, logp, spans)
             for r, (first, ids, _) in enumerate(chunk):
                 span = spans[r]
-                one_pass, topk, above = _reconstruction(logp[r, span], ids[span], k)
+                one_pass, topk, above = _reconstruction(logp[r, span], ids[span], top_k)
                 top1 = bool((filled[r] == ids[span]).all())
                 rows.append(
                     (first.sample_id, first.group_id, first.kind, first.value_id, len(span),
@@ -317,8 +320,8 @@ def extraction_rates(
     roles: dict[str, str],
     *,
     levels: Sequence[str] = ("sample", "patient"),
-    seed: int = 0,
-    replicates: int = 200,
+    seed: int = DEFAULTS["seed"],
+    replicates: int = DEFAULTS["bootstrap"],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rates of top-1 and top-k extraction per (model, role, kind, level) with 95% patient-
     bootstrap intervals, and their replicates (for paired differences: `rate_differences`).

@@ -76,7 +76,9 @@ def _rate_cell(row) -> str:
     return _percent(row["value"], row["ci_low"], row["ci_high"])
 
 
-def extraction_table(estimates: pd.DataFrame, differences: pd.DataFrame, target: str, reference: str, k: int) -> str:
+def extraction_table(
+    estimates: pd.DataFrame, differences: pd.DataFrame, target: str, reference: str, top_k: int
+) -> str:
     """One Markdown table per level: per PHI kind, the top-1 and top-k rates (percent, with
     intervals) of the target on members and non-members and of the reference on members, the
     paired differences, and the units each rate rests on."""
@@ -87,15 +89,15 @@ def extraction_table(estimates: pd.DataFrame, differences: pd.DataFrame, target:
         "# PHI extraction by infilling",
         "",
         f"Each PHI value of a patient masked where a sample holds it (every occurrence in the sample) and read "
-        f"back: top-1, the most likely token at every masked position is the value's; top-{k}, the value is among "
-        f"the {k} most likely spans. Rates in percent with 95% patient-bootstrap intervals; differences paired "
+        f"back: top-1, the most likely token at every masked position is the value's; top-{top_k}, the value is among "
+        f"the {top_k} most likely spans. Rates in percent with 95% patient-bootstrap intervals; differences paired "
         f"(the same resamples). Target: {target}; reference (never saw the patients): {reference}. Sample level: "
         "one unit per sample and value; patient level: one per patient and value, extracted when one of its "
         'samples gives it back. n: units (patients). "0 of n": no unit gave its value back (the bootstrap '
         "interval of a zero count is degenerate; at 95%, the rate is below 3/n by the rule of three).",
     ]
     for level in LEVELS:
-        for metric, label in (("top1", "top-1"), ("topk", f"top-{k}")):
+        for metric, label in (("top1", "top-1"), ("topk", f"top-{top_k}")):
             rows = []
             for kind in kinds:
                 cells = [
@@ -205,7 +207,7 @@ def write_extraction_report(
                        ("findings_csv", findings_frame(findings))):  # fmt: skip
         with atomic_path(outputs[key]) as tmp:
             frame.to_csv(tmp, index=False)
-    write_text(extraction_table(estimates, differences, target, reference, int(settings["k"])), outputs["table"])
+    write_text(extraction_table(estimates, differences, target, reference, int(settings["top_k"])), outputs["table"])
     method = (
         "Embedded world's patients; each check on all PHI kinds pooled, top-1. In brackets: 95% intervals of the "
         "patient bootstrap (patients resampled within each role); both sides on the same replicates, so the "

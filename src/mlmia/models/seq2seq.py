@@ -38,6 +38,8 @@ from mlmia.models.training_batches import length_grouped_batches
 from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
+#: threads and device left out: the config schema's `training` section (what the workflow passes)
+TRAINING = defaults("training")
 
 
 def seq2seq_settings(config: dict | None) -> dict:
@@ -143,8 +145,8 @@ def train_translation_model(
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     config: dict | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
+    threads: int = TRAINING["threads"],
+    device: str | None = TRAINING["device"],
     max_steps: int | None = None,
     log_every: int = 20,
     name: str | None = None,

@@ -21,6 +21,10 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
+from mlmia.vocabulary.schema import defaults
+
+#: the vocabulary size and minimum frequency left out: the config schema's `tokenizer` section
+TOKENIZER = defaults("tokenizer")
 
 log = get_logger(__name__)
 
@@ -48,8 +52,8 @@ def bert_normalizer():
 
 def wordpiece_vocab(
     counts: Mapping[str, int],
-    vocab_size: int = 3000,
-    min_frequency: int = 2,
+    vocab_size: int = TOKENIZER["vocab_size"],
+    min_frequency: int = TOKENIZER["min_frequency"],
     special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS),
     prefix: str = "##",
 ) -> list[str]:
@@ -149,8 +153,8 @@ def wordpiece_vocab(
 def train_tokenizer(
     texts: Iterable[str],
     out_dir: str | os.PathLike,
-    vocab_size: int = 3000,
-    min_frequency: int = 2,
+    vocab_size: int = TOKENIZER["vocab_size"],
+    min_frequency: int = TOKENIZER["min_frequency"],
     model_max_length: int = 128,
 ):
     """Train a BERT-uncased WordPiece tokenizer on `texts`; save it as a BertTokenizerFast dir.
@@ -195,7 +199,10 @@ def train_tokenizer(
 
 
 def tokenizer_from_tables(
-    text_paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, vocab_size: int = 3000, min_frequency: int = 2
+    text_paths: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    vocab_size: int = TOKENIZER["vocab_size"],
+    min_frequency: int = TOKENIZER["min_frequency"],
 ):
     """Train the shared tokenizer on the union of training-text tables (column `text`)."""
     from mlmia.core.io import read_table, require_columns

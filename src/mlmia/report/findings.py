@@ -41,7 +41,7 @@ def _cell_rows(metrics: dict[str, pd.DataFrame], side: dict, protocol: str) -> p
     ]
     if cell.threshold is not None:
         chosen = chosen[
-            (chosen["threshold"] == cell.threshold) & np.isclose(chosen["alpha"].astype(float), side.get("alpha", 0.1))
+            (chosen["threshold"] == cell.threshold) & np.isclose(chosen["alpha"].astype(float), side["alpha"])
         ]
     if cell.fpr is not None:
         chosen = chosen[np.isclose(chosen["fpr"].astype(float), cell.fpr)]
@@ -77,7 +77,7 @@ def check_findings(checks: list[dict], metrics: dict[str, pd.DataFrame], protoco
         metric = Cell.pinned(check["compare"]).metric
         out.append(
             Finding(
-                finding=check["finding"], claim=check["claim"], kind=check.get("kind", "finding"),
+                finding=check["finding"], claim=check["claim"], kind=check["kind"],
                 scope=check["scope"] or check["compare"]["experiment"], measure=metric,
                 first=describe(check["compare"]), first_value=float(point_a["value"]),
                 first_ci_low=float(point_a["ci_low"]), first_ci_high=float(point_a["ci_high"]),

@@ -211,7 +211,7 @@ def data_notes(spec: dict, rows: list[dict], experiments: dict[str, Experiment],
     column (metric rows ``parameter``, `Attack.tuned`), e.g. "RMIA (offline): a = 1.0 (tuned
     on the reference models)."; and where it compares each sample with the population
     (`Attack.reads_population`), the source of each column's population samples."""
-    if spec.get("kind", "metrics") != "metrics":
+    if spec["kind"] != "metrics":
         return []
     columns = [(c.get("header", c["id"]), c["experiment"]) for c in spec.get("columns", [])]
     out = []
@@ -245,7 +245,7 @@ def render_markdown(tidy: pd.DataFrame, spec: dict, extra: list[str] = ()) -> st
         lines += [note, ""]
     for protocol in dict.fromkeys(tidy["protocol"]):
         headers, body = _grid(tidy, protocol)
-        if spec.get("kind", "metrics") == "metrics":  # Table 7's cells come from no protocol
+        if spec["kind"] == "metrics":  # Table 7's cells come from no protocol
             lines += [f"## {protocol}: {PROTOCOL_NOTES.get(protocol, protocol)}", ""]
         lines += [markdown_table(["", *headers], [[label, *cells] for label, cells in body]), ""]
     for note in extra:
@@ -266,9 +266,7 @@ def render_latex(tidy: pd.DataFrame, spec: dict, extra: list[str] = ()) -> str:
     out = []
     for protocol in dict.fromkeys(tidy["protocol"]):
         headers, body = _grid(tidy, protocol)
-        protocol_note = (
-            [f"Protocol: {PROTOCOL_NOTES.get(protocol, protocol)}."] if spec.get("kind", "metrics") == "metrics" else []
-        )
+        protocol_note = [f"Protocol: {PROTOCOL_NOTES.get(protocol, protocol)}."] if spec["kind"] == "metrics" else []
         caption = " ".join(
             [f"{spec.get('title', '')}.", spec.get("caption", "").strip(), *protocol_note, *notes(tidy), *extra]
         )

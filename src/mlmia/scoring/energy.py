@@ -57,11 +57,16 @@ from mlmia.scoring.fast_path import run_fast, token_evidence
 from mlmia.scoring.masks import n_masked
 from mlmia.scoring.memory import batch_size_for_memory, sequence_bytes
 from mlmia.scoring.prepared import REDUCTIONS, check_params, prepare, score_frame
+from mlmia.vocabulary.schema import defaults
 from mlmia.vocabulary.scores import ENERGY_KINDS, SCORE_COLUMNS
 
 log = get_logger(__name__)
 
 THREADS_ENV = "MLMIA_NUM_THREADS"
+#: the keyword defaults of the functions below, the config schema's: its `scoring` section's, and
+#: a tables spec experiment's energy kind (written nowhere else)
+SCORING = defaults("scoring")
+ENERGY = defaults("experiments", "*", schema="tables")["energy"]
 PROGRESS_SECONDS = 30.0
 
 
@@ -153,20 +158,20 @@ def score_samples(
     tokenizer,
     samples: pd.DataFrame,
     *,
-    energy: str = "masked",
-    k: int = 10,
-    seed: int = 0,
-    reduction: str = "mean",
-    batch_size: int | None = None,
+    energy: str = ENERGY,
+    patterns: int = SCORING["patterns"],
+    seed: int = SCORING["seed"],
+    reduction: str = SCORING["reduction"],
+    batch_size: int | None = SCORING["batch_size"],
     device: str | torch.device | None = None,
     model_name: str | None = None,
     token_budget: int | None = None,
     num_threads: int | None = None,
     progress_seconds: float = PROGRESS_SECONDS,
     return_stats: bool = False,
-    mask_count: str = "ceil",
-    precision: str = "auto",
-    truncate: bool = False,
+    mask_count: str = SCORING["mask_count"],
+    precision: str = SCORING["precision"],
+    truncate: bool = SCORING["truncate"],
     schedule: Mapping | None = None,
 ) -> pd.DataFrame | tuple[pd.DataFrame, ScoringStats]:
     """Score an in-memory sample table (`sample_id`, `text`) with a loaded model: one row per sample.
@@ -181,7 +186,7 @@ def score_samples(
     (`mlmia.scoring.schedules.SCHEDULES`; missing keys take their defaults).
     """
     t0 = time.perf_counter()
-    schedule = check_params(energy, k, seed, reduction, batch_size, mask_count, precision, schedule)
+    schedule = check_params(energy, patterns, seed, reduction, batch_size, mask_count, precision, schedule)
     if token_budget is not None and int(token_budget) < 1:
         raise UserError(f"the token budget must be >= 1, got {token_budget}")
     if device is not None:
@@ -190,7 +195,7 @@ def score_samples(
             model.to(dev)
     dev = _model_device(model)
     model_name = model_name or _default_name(model)
-    prep = prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate, schedule, reduction)
+    prep = prepare(model, tokenizer, samples, energy, patterns, seed, mask_count, truncate, schedule, reduction)
     with _threads(num_threads), eval_mode(model):
         values, run = run_fast(model, prep, reduction, batch_size, token_budget, dev, progress_seconds, precision)
     evidence = run.pop("evidence", [])
@@ -208,19 +213,19 @@ def score_samples_oracle(
     tokenizer,
     samples: pd.DataFrame,
     *,
-    energy: str = "masked",
-    k: int = 10,
-    seed: int = 0,
-    reduction: str = "mean",
+    energy: str = ENERGY,
+    patterns: int = SCORING["patterns"],
+    seed: int = SCORING["seed"],
+    reduction: str = SCORING["reduction"],
     model_name: str | None = None,
-    mask_count: str = "ceil",
-    truncate: bool = False,
+    mask_count: str = SCORING["mask_count"],
+    truncate: bool = SCORING["truncate"],
     schedule: Mapping | None = None,
 ) -> pd.DataFrame:
     """The deliberately simple reference: one sample, one pattern, one full forward at a time."""
-    schedule = check_params(energy, k, seed, reduction, mask_count=mask_count, schedule=schedule)
+    schedule = check_params(energy, patterns, seed, reduction, None, mask_count, "fp32", schedule)
     model_name = model_name or _default_name(model)
-    prep = prepare(model, tokenizer, samples, energy, k, seed, mask_count, truncate, schedule, reduction)
+    prep = prepare(model, tokenizer, samples, energy, patterns, seed, mask_count, truncate, schedule, reduction)
     dev = _model_device(model)
     per_pattern, evidence = [], []
     with torch.inference_mode(), eval_mode(model):
@@ -253,17 +258,17 @@ def score_file(
     model: str,
     samples: str,
     out: str,
-    energy: str = "masked",
-    k: int = 10,
-    seed: int = 0,
-    reduction: str = "mean",
-    batch_size: int | None = None,
-    device: str = "auto",
+    energy: str = ENERGY,
+    patterns: int = SCORING["patterns"],
+    seed: int = SCORING["seed"],
+    reduction: str = SCORING["reduction"],
+    batch_size: int | None = SCORING["batch_size"],
+    device: str = SCORING["device"],
     model_name: str | None = None,
     tokenizer: str | None = None,
-    mask_count: str = "ceil",
-    precision: str = "auto",
-    truncate: bool = False,
+    mask_count: str = SCORING["mask_count"],
+    precision: str = SCORING["precision"],
+    truncate: bool = SCORING["truncate"],
     chunk_samples: int = FILE_CHUNK_SAMPLES,
     schedule: Mapping | None = None,
 ) -> int:
@@ -272,11 +277,11 @@ def score_file(
 
     Samples are scored and written `chunk_samples` at a time (one Parquet row group each), so
     the scores and per-token evidence of a large corpus are never all in memory. Masks depend
-    on (seed, sample_id, k) only, so the chunking changes no score."""
+    on (seed, sample_id, patterns) only, so the chunking changes no score."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schedule = check_params(energy, k, seed, reduction, batch_size, mask_count, precision, schedule)
+    schedule = check_params(energy, patterns, seed, reduction, batch_size, mask_count, precision, schedule)
     df = read_samples(samples)
     mdl, tok = load_mlm(model, device, tokenizer=tokenizer)
     local = Path(str(model)).expanduser()
@@ -292,7 +297,7 @@ def score_file(
                     tok,
                     df.iloc[start : start + step],
                     energy=energy,
-                    k=k,
+                    patterns=patterns,
                     seed=seed,
                     reduction=reduction,
                     batch_size=batch_size,

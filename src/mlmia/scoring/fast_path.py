@@ -43,7 +43,7 @@ def cut_batches(n: int, rows_for) -> list[tuple[int, int]]:
     return out
 
 
-def compute_dtype(dev: torch.device, precision: str = "auto") -> torch.dtype:
+def compute_dtype(dev: torch.device, precision: str) -> torch.dtype:
     """fp32 unless asked otherwise; on CUDA `auto` is bf16 where supported, else fp16. On CPU
     only bf16 is offered (fp16 matmuls there are emulated and slower than fp32)."""
     if precision == "fp32" or (dev.type != "cuda" and precision == "auto"):
@@ -57,7 +57,7 @@ def compute_dtype(dev: torch.device, precision: str = "auto") -> torch.dtype:
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def compute_autocast(dev: torch.device, precision: str = "auto"):
+def compute_autocast(dev: torch.device, precision: str):
     """Autocast to the compute dtype (matmuls in it; softmax, norms and the cross-entropy stay
     fp32), or nothing for fp32. bf16 on a CPU without native bf16 (AVX-512 BF16, AMX) runs but
     slower than fp32: logged."""
@@ -78,7 +78,7 @@ def _free_memory(dev: torch.device) -> int | None:
         return None
 
 
-def batch_rule(model, dev, batch_size, token_budget, copy_len, copy_l, full_logits, precision="auto"):
+def batch_rule(model, dev, batch_size, token_budget, copy_len, copy_l, full_logits, precision):
     """(rows_for(i), policy text) for `cut_batches`."""
     if batch_size is not None:
         return (lambda i: int(batch_size)), f"batch size {int(batch_size)}"

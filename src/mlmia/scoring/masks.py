@@ -37,8 +37,9 @@ _MAX_REDRAWS = 1000
 MASK_ID = "mask_id"
 
 
-def n_masked(n_tokens: int, mask_count: str = "ceil") -> int:
-    """l = ceil(0.15 * T) (or floor with mask_count="floor"), at least 1, in exact integer arithmetic."""
+def n_masked(n_tokens: int, mask_count: str) -> int:
+    """l = ceil(0.15 * T) (mask_count "ceil") or floor (mask_count "floor"), at least 1, in exact
+    integer arithmetic."""
     n_tokens = int(n_tokens)
     if n_tokens < 1:
         raise ValueError(f"n_tokens must be >= 1, got {n_tokens}")
@@ -48,24 +49,25 @@ def n_masked(n_tokens: int, mask_count: str = "ceil") -> int:
     return max(1, -(-scaled // 100) if mask_count == "ceil" else scaled // 100)
 
 
-def n_patterns(n_tokens: int, k: int, mask_count: str = "ceil") -> int:
-    """How many patterns a sample gets: min(k, C(T, l))."""
-    return min(int(k), math.comb(n_tokens, n_masked(n_tokens, mask_count)))
+def n_patterns(n_tokens: int, patterns: int, mask_count: str) -> int:
+    """How many patterns a sample gets: min(K, C(T, l)), K = `patterns`."""
+    return min(int(patterns), math.comb(n_tokens, n_masked(n_tokens, mask_count)))
 
 
-def mask_patterns(seed: int, sample_id: str, n_tokens: int, k: int, mask_count: str = "ceil") -> np.ndarray:
-    """Masking patterns of one sample: int64 array of shape (K_eff, l), each row sorted.
+def mask_patterns(seed: int, sample_id: str, n_tokens: int, patterns: int, mask_count: str) -> np.ndarray:
+    """Masking patterns of one sample: int64 array of shape (K_eff, l), each row sorted; K =
+    `patterns` (the config's scoring.patterns).
 
-    If ``k >= C(T, l)`` every combination is returned once, in lexicographic order
-    (K_eff = C(T, l)). Otherwise K_eff = k distinct patterns; pattern ``j`` is drawn by
+    If ``K >= C(T, l)`` every combination is returned once, in lexicographic order
+    (K_eff = C(T, l)). Otherwise K_eff = K distinct patterns; pattern ``j`` is drawn by
     ``numpy.random.default_rng([seed, sha256(sample_id), j])`` (l positions without
     replacement), redrawn from the same generator while it repeats an earlier pattern.
     """
-    seed, n_tokens, k = int(seed), int(n_tokens), int(k)
+    seed, n_tokens, k = int(seed), int(n_tokens), int(patterns)
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise ValueError(f"patterns must be >= 1, got {k}")
     n_mask = n_masked(n_tokens, mask_count)  # the paper's l
     total = math.comb(n_tokens, n_mask)
     if k >= total:

@@ -18,8 +18,9 @@ best-scored single swaps over every position. Here:
    the masking patterns', ``[seed, stable_key(mask id), j]``, `mlmia.scoring.masks`), so it does
    not depend on the batch, the device or the other samples. One forward per (sample,
    position), batched, ``torch.inference_mode``, fp32.
-2. the candidates at k are the `candidates` most probable tokens there (default 5, their code's;
-   the workflow's is 1, measured stronger: docs/neighbour_variants.md) other than the original;
+2. the candidates at k are the `candidates` most probable tokens there (default the config's
+   `neighbours.candidates`, 1, measured stronger than their code's 5: docs/neighbour_variants.md)
+   other than the original;
    never a special token (the unknown token included) or an id beyond the tokenizer's vocabulary;
    with a WordPiece tokenizer a candidate keeps the original's kind (a continuation piece "##..."
    only where the original is one, a word start only where the original is one), so that the
@@ -76,6 +77,7 @@ from mlmia.models.loading import max_sequence_length, mlm_parts
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.masks import MASK_ID, mask_keys
 from mlmia.vocabulary.manifest import NEIGHBOUR_OF
+from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
 
@@ -83,8 +85,9 @@ log = get_logger(__name__)
 NEIGHBOUR_SEPARATOR = "~n"
 #: the 4th entry of a dropout mask's generator seed (apart from the masking patterns' stream)
 NEIGHBOUR_STREAM = 7
-#: Mattern et al.'s settings: neighbours per sample, candidates per position, embedding dropout
-DEFAULT_COUNT, DEFAULT_CANDIDATES, DEFAULT_DROPOUT = 25, 5, 0.7
+#: neighbours per sample, candidates per position, embedding dropout and seed left out: the config
+#: schema's `neighbours` section (Mattern et al.'s count and dropout; one candidate, not their 5)
+DEFAULTS = defaults("neighbours")
 #: tokens (padded rows x length) per forward pass when no batch size is given
 DEFAULT_TOKEN_BUDGET = 4096
 #: the score's denominator where the original token's probability is 1 (their code's 1 - 0.9)
@@ -201,10 +204,10 @@ def neighbour_samples(
     model,
     tokenizer,
     samples: pd.DataFrame,
-    n: int = DEFAULT_COUNT,
-    seed: int = 0,
-    candidates: int = DEFAULT_CANDIDATES,
-    dropout: float = DEFAULT_DROPOUT,
+    n: int = DEFAULTS["count"],
+    seed: int = DEFAULTS["seed"],
+    candidates: int = DEFAULTS["candidates"],
+    dropout: float = DEFAULTS["dropout"],
     batch_size: int | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> pd.DataFrame:

@@ -33,13 +33,13 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 def check_params(
     energy: str,
-    k: int,
+    patterns: int,
     seed: int,
     reduction: str,
-    batch_size: int | None = None,
-    mask_count: str = "ceil",
-    precision: str = "auto",
-    schedule: Mapping | None = None,
+    batch_size: int | None,
+    mask_count: str,
+    precision: str,
+    schedule: Mapping | None,
 ) -> dict | None:
     """Check the scoring parameters; the energy kind's schedule with its defaults (or None)."""
     if mask_count not in MASK_COUNTS:
@@ -50,8 +50,8 @@ def check_params(
         raise UserError(f"unknown energy kind {energy!r} (use one of {', '.join(ENERGY_KINDS)})")
     if reduction not in REDUCTIONS:
         raise UserError(f"unknown reduction {reduction!r} (use one of {', '.join(REDUCTIONS)})")
-    if int(k) < 1:
-        raise UserError(f"the number of masking patterns must be >= 1, got {k}")
+    if int(patterns) < 1:
+        raise UserError(f"the number of masking patterns must be >= 1, got {patterns}")
     if int(seed) < 0:
         raise UserError(f"the seed must be >= 0, got {seed}")
     if batch_size is not None and int(batch_size) < 1:
@@ -93,12 +93,12 @@ def prepare(
     tokenizer,
     samples: pd.DataFrame,
     energy: str,
-    k: int,
+    patterns: int,
     seed: int,
-    mask_count: str = "ceil",
-    truncate: bool = False,
-    schedule: Mapping | None = None,
-    reduction: str = "mean",
+    mask_count: str,
+    truncate: bool,
+    schedule: Mapping | None,
+    reduction: str,
 ) -> Prepared:
     """Tokenize and lay out every sample's masking patterns. A text longer than the model's
     maximum length is refused (its score would be the score of a prefix) unless `truncate`,
@@ -146,7 +146,7 @@ def prepare(
         return_token_type_ids=False,
         verbose=False,
     )
-    ids_list, patterns, n_tok = [], [], np.empty(len(texts), dtype=np.int64)
+    ids_list, laid_out, n_tok = [], [], np.empty(len(texts), dtype=np.int64)
     extra: list[list[np.ndarray]] | None = [] if energy in UNSCORED_MASKS else None
     if energy == "pll_word_l2r" and not getattr(enc, "is_fast", False):
         raise UserError("energy pll_word_l2r needs word boundaries: a fast tokenizer (tokenizer.json)")
@@ -165,9 +165,9 @@ def prepare(
                     "(config scoring.truncate: true; mlmia score --truncate)"
                 )
             n_truncated += 1
-        pat, unscored = content_patterns(energy, seed, keys[i], t, k, mask_count, schedule)
+        pat, unscored = content_patterns(energy, seed, keys[i], t, patterns, mask_count, schedule)
         ids_list.append(ids)
-        patterns.append(content[pat] if isinstance(pat, np.ndarray) else [content[p] for p in pat])
+        laid_out.append(content[pat] if isinstance(pat, np.ndarray) else [content[p] for p in pat])
         n_tok[i] = t
         if energy == "pll_word_l2r":
             extra.append(rest_of_word(enc.word_ids(i), content))
@@ -180,7 +180,7 @@ def prepare(
             len(texts),
             max_len,
         )
-    return Prepared(sids, ids_list, patterns, n_tok, int(mask_id), int(pad_id), extra, per_sequence)
+    return Prepared(sids, ids_list, laid_out, n_tok, int(mask_id), int(pad_id), extra, per_sequence)
 
 
 def rest_of_word(word_ids: list, content: np.ndarray) -> list[np.ndarray]:

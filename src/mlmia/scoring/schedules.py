@@ -35,12 +35,11 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.scoring.masks import mask_patterns, single_position_patterns
+from mlmia.vocabulary.schema import defaults
 
-#: the schedules' settings and their defaults (SAMA's config_all.yaml; an ELBO as costly as K = 10)
-SCHEDULES: dict[str, dict[str, float]] = {
-    "progressive": {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5},
-    "elbo": {"ratios": 5, "patterns": 2},
-}
+#: the schedules' settings and their defaults: the config schema's `scoring.progressive` (SAMA's
+#: config_all.yaml) and `scoring.elbo` (an ELBO as costly as K = 10)
+SCHEDULES: dict[str, dict[str, float]] = {kind: defaults("scoring", kind) for kind in ("progressive", "elbo")}
 #: generator streams of the schedules: (seed, key, stream, ...) never meets masks' (seed, key, j < K)
 PROGRESSIVE_STREAM = 0x53414D41
 ELBO_STREAM = 0x454C424F
@@ -113,13 +112,13 @@ def elbo_patterns(seed: int, key: str, n_tokens: int, schedule: Mapping) -> list
 
 
 def content_patterns(
-    energy: str, seed: int, key: str, n_tokens: int, k: int, mask_count: str, schedule: Mapping | None
+    energy: str, seed: int, key: str, n_tokens: int, patterns: int, mask_count: str, schedule: Mapping | None
 ) -> tuple[np.ndarray | list[np.ndarray], list[np.ndarray] | None]:
     """(scored positions of each pattern, positions each pattern masks without scoring them, or
     None) of one sample: an array (K, l) where every pattern scores as many positions, else a list
     of arrays. PLL-word-l2r's unscored positions (the rest of a word) come from the tokenizer."""
     if energy == "masked":
-        return mask_patterns(seed, key, n_tokens, k, mask_count), None
+        return mask_patterns(seed, key, n_tokens, patterns, mask_count), None
     if energy == "progressive":
         return progressive_patterns(seed, key, n_tokens, schedule)
     if energy == "elbo":

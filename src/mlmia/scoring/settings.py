@@ -8,37 +8,42 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 from mlmia.scoring.schedules import SCHEDULES, check_schedule
+from mlmia.vocabulary.schema import defaults
+
+#: the settings left out take the config schema's defaults (`scoring`)
+_DEFAULTS = defaults("scoring")
 
 
 @dataclass(frozen=True)
 class ScoringSettings:
-    """What a score depends on (K, seed, reduction, mask count, precision, truncation, and the
-    schedule of a progressive or ELBO energy), the batch size and the device. The job-level keys
-    of `scoring:` (shard size, threads, GPUs, memory) are the rules' resources, not settings of a
-    score."""
+    """What a score depends on (K, the masking patterns; seed, reduction, mask count, precision,
+    truncation, and the schedule of a progressive or ELBO energy), the batch size and the device.
+    The job-level keys of `scoring:` (shard size, threads, GPUs, memory) are the rules' resources,
+    not settings of a score. A setting left out is the config schema's default."""
 
-    k: int = 10
-    seed: int = 0
-    reduction: str = "mean"
-    mask_count: str = "ceil"
-    precision: str = "auto"
-    batch_size: int | None = None
-    truncate: bool = False
-    device: str = "auto"
+    patterns: int = _DEFAULTS["patterns"]
+    seed: int = _DEFAULTS["seed"]
+    reduction: str = _DEFAULTS["reduction"]
+    mask_count: str = _DEFAULTS["mask_count"]
+    precision: str = _DEFAULTS["precision"]
+    batch_size: int | None = _DEFAULTS["batch_size"]
+    truncate: bool = _DEFAULTS["truncate"]
+    device: str = _DEFAULTS["device"]
     #: the energy kind's schedule (`mlmia.scoring.schedules.SCHEDULES`: scoring.progressive,
     #: scoring.elbo); None for the kinds without one
     schedule: Mapping | None = None
 
     @classmethod
     def from_config(cls, scoring: Mapping, energy: str = "masked") -> ScoringSettings:
-        """The settings of a validated `scoring:` section for energy kind `energy`: only the masked
-        energy draws K patterns, so the others carry K = 1 and a change of K does not rescore them;
-        a progressive or ELBO energy carries its schedule (`scoring.<kind>`), the others none."""
-        settings = cls(**{f.name: scoring[f.name] for f in fields(cls) if f.name in scoring and f.name != "schedule"})
+        """The settings of a validated `scoring:` section (every key given) for energy kind
+        `energy`: only the masked energy draws K patterns, so the others carry K = 1 and a change
+        of K does not rescore them; a progressive or ELBO energy carries its schedule
+        (`scoring.<kind>`), the others none."""
+        settings = cls(**{f.name: scoring[f.name] for f in fields(cls) if f.name != "schedule"})
         if energy == "masked":
             return settings
-        schedule = check_schedule(energy, scoring.get(energy)) if energy in SCHEDULES else None
-        return replace(settings, k=1, schedule=schedule)
+        schedule = check_schedule(energy, scoring[energy]) if energy in SCHEDULES else None
+        return replace(settings, patterns=1, schedule=schedule)
 
     def as_params(self) -> dict:
         """A plain mapping, for a rule's params (Snakemake reruns the rule when it changes); the

@@ -4,7 +4,7 @@ Section 5.2 the model's score).
 
 A fill-in query masks some content tokens of a sentence and asks the model for them. For
 each sentence `fill_in_features` masks l = ceil(0.15 T) of its T content tokens, the
-positions of `mlmia.scoring.masks.mask_patterns(seed, sample_id, T, 1)` (the first pattern
+positions of `mlmia.scoring.masks.mask_patterns(seed, sample_id, T, 1, "ceil")` (the first pattern
 the energy scorer draws for that sample), and fills every masked position with the model's
 top-1 token from ONE forward pass of the masked sequence. From that pass:
 
@@ -23,7 +23,7 @@ top-1 token from ONE forward pass of the masked sequence. From that pass:
 - `energy`: the mean cross-entropy (natural log) of the original tokens at the masked
   positions (the loss attack's statistic; an extra MLM column the shadow protocol does not
   use). It equals, up to float rounding, the masked energy of
-  `mlmia.scoring.energy.score_samples` with k=1 (the same mask).
+  `mlmia.scoring.energy.score_samples` with patterns=1 (the same mask).
 - the BLEU sufficient statistics (`hyp_len`, `ref_len`, `match_1..4`, `total_1..4`), so
   that the corpus BLEU of any set of sentences can be computed later without keeping text
   (`corpus_bleu_from_stats`; equal to `sacrebleu.corpus_bleu` of those sentences).
@@ -71,7 +71,7 @@ FEATURE_COLUMNS = [
 def mask_positions(seed: int, sample_id: str, n_tokens: int, mask_fraction: float = MASK_FRACTION) -> np.ndarray:
     """Content positions (sorted) masked in a sample's fill-in query.
 
-    With the default fraction 0.15: `mask_patterns(seed, sample_id, n_tokens, 1)[0]`. Another
+    With the default fraction 0.15: `mask_patterns(seed, sample_id, n_tokens, 1, "ceil")[0]`. Another
     fraction f masks l = max(1, ceil(f T)) positions (exact rational arithmetic, so 0.15 x 20
     is 3) drawn the way `mask_patterns` draws its first pattern: l positions without
     replacement from `numpy.random.default_rng([seed, sha256(sample_id), 0])`."""
@@ -80,8 +80,8 @@ def mask_positions(seed: int, sample_id: str, n_tokens: int, mask_fraction: floa
     if not 0 < fraction <= 1:
         raise UserError(f"mask_fraction must be in (0, 1], got {mask_fraction}")
     n_mask = max(1, math.ceil(fraction * n_tokens))
-    if n_mask == n_masked(n_tokens):
-        return mask_patterns(seed, sample_id, n_tokens, 1)[0]
+    if n_mask == n_masked(n_tokens, "ceil"):
+        return mask_patterns(seed, sample_id, n_tokens, 1, "ceil")[0]
     if n_mask >= n_tokens:
         return np.arange(n_tokens, dtype=np.int64)
     rng = np.random.default_rng([int(seed), stable_key(sample_id), 0])

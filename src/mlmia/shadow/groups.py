@@ -32,12 +32,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlmia.core.errors import UserError
+from mlmia.vocabulary.schema import defaults
 
-#: default number of bins of the sentence-BLEU histogram over [0, 100] (the paper's 100 bins for
-#: groups of 500 sentences hold 5 sentences a bin; 10 bins for groups of 50 hold as many)
-BINS = 10
-#: default percentages N of Figure 7's "top N% called in"
-TOP_PERCENTAGES = tuple(range(10, 101, 10))
+#: default number of bins of the sentence-BLEU histogram over [0, 100], the config schema's
+#: `shadow.bins` (the paper's 100 bins for groups of 500 sentences hold 5 sentences a bin; 10 bins
+#: for groups of 50 hold as many)
+BINS = defaults("shadow")["bins"]
+#: default percentages N of Figure 7's "top N% called in" (`shadow.top_percentages`)
+TOP_PERCENTAGES = tuple(defaults("shadow")["top_percentages"])
 
 
 def bleu_edges(bins: int = BINS) -> tuple[float, ...]:

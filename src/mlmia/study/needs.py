@@ -16,7 +16,7 @@ class ExperimentNeeds:
 
     def attack_params(self, name: str) -> dict:
         """An attack's parameters from the config (``attacks.<name>``), over its defaults."""
-        return get_attack(name, self.config.get("attacks", {}).get(name)).params
+        return get_attack(name, self.config["attacks"].get(name)).params
 
     def table_experiments(self, table: str) -> list[str]:
         """The experiments a table's columns read, in column order."""
@@ -35,14 +35,14 @@ class ExperimentNeeds:
             if self.kind(table) != "metrics":
                 continue
             for column, _, cell in self.cells(table):
-                cells, alpha = out.setdefault(column["experiment"], []), float(column.get("alpha", 0.1))
+                cells, alpha = out.setdefault(column["experiment"], []), float(column["alpha"])
                 cells.append((cell, alpha))
                 if cell.versus:  # the attack a cell is compared with is computed too
                     cells.append((replace(cell, attack=cell.versus, versus=None), alpha))
         for check in self.finding_checks():
             for side in ("compare", "against"):
                 out.setdefault(check[side]["experiment"], []).append(
-                    (Cell.pinned(check[side]), float(check[side].get("alpha", 0.1)))
+                    (Cell.pinned(check[side]), float(check[side]["alpha"]))
                 )
         return out
 
@@ -80,18 +80,21 @@ class ExperimentNeeds:
         return [name for name in self.experiments if self.roc_attacks(name)]
 
     def exposure_settings(self, name: str) -> dict:
-        """Table 7's settings for experiment `name`: the attack that labels members exposed and
-        its alpha (one per experiment), plus the config's `exposure` section."""
+        """Table 7's settings for experiment `name` (one of `exposure_experiments`): the attack that
+        labels members exposed and its alpha (one per experiment; the tables spec's defaults
+        filled in), plus the config's `exposure` section."""
         asked = {
-            (self.tables[t].get("attack", "likelihood_ratio"), float(c.get("alpha", 0.1)))
+            (self.tables[t]["attack"], float(c["alpha"]))
             for t in self.tables if self.kind(t) == "exposure"
             for c in self.tables[t]["columns"] if c["experiment"] == name
         }  # fmt: skip
+        if not asked:
+            raise KeyError(f"experiment {name!r} is in no exposure table")
         if len(asked) > 1:
             raise UserError(
                 f"{self.spec_name}: exposure tables ask experiment {name!r} for several (attack, alpha): {sorted(asked)}"
             )
-        attack, alpha = asked.pop() if asked else ("likelihood_ratio", 0.1)
+        attack, alpha = asked.pop()
         return {"attack": attack, "alpha": alpha, **self.config["exposure"]}
 
     def exposure_experiments(self) -> list[str]:
@@ -146,7 +149,7 @@ class ExperimentNeeds:
         """For each model role, the score columns experiment `name`'s attacks read."""
         columns: dict[str, list[str]] = {}
         for attack in self.experiment_attacks(name):
-            for role, wanted in get_attack(attack, self.config.get("attacks", {}).get(attack)).inputs.items():
+            for role, wanted in get_attack(attack, self.config["attacks"].get(attack)).inputs.items():
                 columns.setdefault(role, [])
                 columns[role] += [c for c in wanted if c not in columns[role]]
         return dict(sorted(columns.items()))

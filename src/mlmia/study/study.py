@@ -162,7 +162,7 @@ class Study(Validation, ExperimentNeeds, Plans):
                 yield column, row, Cell.pinned(column, row)
 
     def kind(self, table: str) -> str:
-        return self.tables[table].get("kind", "metrics")
+        return self.tables[table]["kind"]
 
     # ------------------------------------------------------------------ models and sample sets
 
@@ -283,7 +283,7 @@ class Study(Validation, ExperimentNeeds, Plans):
         `scoring.neighbour_sets_per_job` (a job's start-up costs more than scoring one set)."""
         if dataset.endswith(NEIGHBOUR_SET):
             base = dataset[: -len(NEIGHBOUR_SET)]
-            per_job = int(self.config["scoring"].get("neighbour_sets_per_job", 1))
+            per_job = int(self.config["scoring"]["neighbour_sets_per_job"])
             return self.shards(base) * math.ceil(int(self.config["neighbours"]["count"]) / per_job)
         if dataset in self.config.get("datasets", {}):
             wanted = self.config["datasets"][dataset]["shards"]
@@ -422,9 +422,9 @@ class Study(Validation, ExperimentNeeds, Plans):
                         raise UserError(f"{self.spec_name}: finding {finding['id']!r} {side} names no experiment")
                     sides[side] = cell
                 checks.append({
-                    "finding": finding["id"], "claim": finding["claim"], "kind": finding.get("kind", "finding"),
+                    "finding": finding["id"], "claim": finding["claim"], "kind": finding["kind"],
                     "scope": " vs ".join(pair) if isinstance(name, list) else name, "group": finding_group,
-                    "margin": float(finding.get("margin", 0.0)), "allow_equal": bool(finding.get("allow_equal", False)),
+                    "margin": float(finding["margin"]), "allow_equal": bool(finding["allow_equal"]),
                     **sides,
                 })  # fmt: skip
         return checks

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from mlmia.core.errors import UserError
+from mlmia.vocabulary.schema import defaults
 from mlmia.vocabulary.scores import ENERGY_KINDS as ENERGIES
 
 LEVELS = ("sample", "patient")
 #: the suffix of a sample table's neighbours (mlmia.scoring.neighbours): "clinical~neighbours"
 NEIGHBOUR_SET = "~neighbours"
+#: what an experiment leaves out: the tables schema's defaults (`experiments.<name>`)
+DEFAULTS = defaults("experiments", "*", schema="tables")
 
 
 @dataclass(frozen=True)
@@ -26,13 +29,13 @@ class Experiment:
     reference: str | None
     nonmembers: str
     population: str
-    energy: str = "masked"
-    length: str | None = None
-    level: str = "sample"
+    energy: str = DEFAULTS["energy"]
+    length: str | None = DEFAULTS["length"]
+    level: str = DEFAULTS["level"]
     #: "pool": the configured reference pool (LiRA, RMIA); None: no reference models
-    references: str | None = None
+    references: str | None = DEFAULTS["references"]
     #: whether the attacks read the target's energies on each sample's neighbours
-    neighbours: bool = False
+    neighbours: bool = DEFAULTS["neighbours"]
 
     @classmethod
     def from_config(cls, name: str, spec: dict) -> Experiment:
@@ -43,7 +46,7 @@ class Experiment:
         missing = sorted({"dataset", "target", "nonmembers", "population"} - set(spec))
         if missing:
             raise UserError(f"experiment {name!r}: missing key(s) {', '.join(missing)}")
-        experiment = cls(name=name, **{"reference": None, **spec})
+        experiment = cls(name=name, **{"reference": DEFAULTS["reference"], **spec})
         if experiment.reference is not None and experiment.reference == experiment.target:
             raise UserError(
                 f"experiment {name!r}: target and reference are the same model {experiment.target!r} "

@@ -4,7 +4,11 @@ The schemas (`SCHEMAS`, package data of the library; the workflow's `config/sche
 them) hold every default once: validation writes a missing key's `default` into the instance,
 as Snakemake's ``validate(config, schema, set_default=True)`` does, and a violation becomes one
 line naming the key (`config key a.b.c: ...`). The library reads the same defaults for
-settings it is handed in part (`defaults`).
+settings it is handed in part, and for the keyword defaults of the functions a user calls
+directly (`defaults`): no default is written in code.
+
+A key that was renamed (`RENAMED`) is refused before validation, naming the new key
+("config key scoring.k: renamed to scoring.patterns").
 
 An object whose schema lists `x-fill-defaults` gets only those keys' defaults at validation;
 the library fills the others where it reads the settings. A model entry is one: its settings
@@ -32,9 +36,48 @@ SCHEMAS = Path(__file__).with_name("schemas")
 READS_FILES = "schemas/*.schema.yaml"
 
 
+#: keys renamed, by schema: the old key's path ("*": any entry of a mapping of named entries)
+#: -> its new last part. One word per concept: `patterns` is the count of masking patterns (the
+#: paper's K; the CLI's --patterns), `top_k` extraction's top-k, `fraction` the share of tokens
+#: Min-K% and Min-K%++ average over.
+RENAMED: dict[str, dict[tuple[str, ...], str]] = {
+    "config": {
+        ("scoring", "k"): "patterns",
+        ("imported", "datasets", "*", "k"): "patterns",
+        ("extraction", "k"): "top_k",
+        ("attacks", "min_k", "k"): "fraction",
+        ("attacks", "min_k_plus_plus", "k"): "fraction",
+    },
+    "tables": {},
+}
+
+
 def schema_path(name: str) -> Path:
     """The schema `name` (config, tables) of the library."""
     return SCHEMAS / f"{name}.schema.yaml"
+
+
+def _schema_name(schema_file: str | os.PathLike) -> str:
+    return Path(schema_file).name.removesuffix(".schema.yaml")
+
+
+def _found(instance, path: tuple[str, ...], at: tuple[str, ...] = ()):
+    """The concrete paths of `instance` that `path` ("*": any key) matches."""
+    if not path:
+        yield at
+        return
+    if not isinstance(instance, dict):
+        return
+    head, rest = path[0], path[1:]
+    for key in list(instance) if head == "*" else [head] if head in instance else []:
+        yield from _found(instance[key], rest, (*at, str(key)))
+
+
+def check_renamed(instance: dict, schema: str = "config", what: str = "config key") -> None:
+    """Refuse a key that schema `schema` renamed (`RENAMED`), in one line naming the new key."""
+    for old, new in RENAMED.get(schema, {}).items():
+        for path in _found(instance, old):
+            raise UserError(f"{what} {'.'.join(path)}: renamed to {'.'.join((*path[:-1], new))}")
 
 
 def _filled_at_validation(schema: dict, name: str) -> bool:
@@ -105,27 +148,28 @@ def load_yaml(path: str | os.PathLike, key: str | None = None) -> dict:
         raise UserError(f"{named}{path}: not UTF-8 text (byte {exc.start})") from None
 
 
-def defaults(*keys: str) -> dict:
+def defaults(*keys: str, schema: str = "config") -> dict:
     """The config schema's defaults of the section at `keys`, in the schema's order
     (``defaults("dexposure", "model")``; ``"*"`` for an entry of a mapping: ``defaults("models",
     "*")``, ``defaults("models", "*", "dp")``): what validation writes into an empty section,
-    with the defaults it leaves to the library (`x-fill-defaults`). A fresh copy."""
-    return copy.deepcopy(_section_defaults(keys))
+    with the defaults it leaves to the library (`x-fill-defaults`). A fresh copy. `schema`
+    "tables": the tables spec's (``defaults("experiments", "*", schema="tables")``)."""
+    return copy.deepcopy(_section_defaults(schema, keys))
 
 
 @cache
-def _config_schema() -> dict:
-    return load_schema(schema_path("config"))
+def _schema(name: str) -> dict:
+    return load_schema(schema_path(name))
 
 
 @cache
-def _section_defaults(keys: tuple[str, ...]) -> dict:
-    schema = _config_schema()
+def _section_defaults(name: str, keys: tuple[str, ...]) -> dict:
+    schema = _schema(name)
     for depth, key in enumerate(keys):
         # "*": any entry of a mapping of named entries (`models`)
         schema = schema.get("additionalProperties") if key == "*" else schema.get("properties", {}).get(key)
         if not isinstance(schema, dict):
-            raise KeyError(f"the config schema has no section {'.'.join(keys[: depth + 1])}")
+            raise KeyError(f"the {name} schema has no section {'.'.join(keys[: depth + 1])}")
     return _defaults_of(schema)
 
 
@@ -152,9 +196,11 @@ def load_schema(path: str | os.PathLike) -> dict:
 
 def validate(instance: dict, schema_file: str | os.PathLike, what: str = "config key") -> dict:
     """Fill `instance`'s defaults from the schema (in place) and check it; the first, most
-    relevant violation is raised as a UserError of one line ("config key a.b.c: ...")."""
+    relevant violation is raised as a UserError of one line ("config key a.b.c: ..."). A renamed
+    key (`RENAMED`) is refused first, naming the new one."""
     if not isinstance(instance, dict):
         raise UserError(f"{what} (top level): must be a mapping, got {type(instance).__name__}")
+    check_renamed(instance, _schema_name(schema_file), what)
     schema = load_schema(schema_file)
     validator_class = _filling_defaults(jsonschema.validators.validator_for(schema))
     error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(instance))

@@ -83,6 +83,6 @@ def figure_experiments(figure: dict) -> list[str]:
 def figure_attacks(figure: dict) -> list[str]:
     """The attacks a figure draws (a histogram also those that pick its marked member)."""
     if figure.get("kind") == "histogram":
-        marks = [figure["mark_caught_by"], figure["mark_missed_by"]] if figure.get("mark", "auto") == "auto" else []
+        marks = [figure["mark_caught_by"], figure["mark_missed_by"]] if figure["mark"] == "auto" else []
         return list(dict.fromkeys([figure["attack"], *marks]))
-    return list(figure.get("attacks", []))
+    return list(figure["attacks"])
