@@ -32,8 +32,8 @@ def train_model(
     out_dir: str | os.PathLike,
     config: dict | None = None,
     init_dir: str | os.PathLike | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
+    threads: int | None = None,
+    device: str | None = None,
     max_steps: int | None = None,
     log_every: int = 20,
     name: str | None = None,
@@ -56,8 +56,8 @@ def train_from_table(
     out_dir: str | os.PathLike,
     config: dict | None = None,
     init_dir: str | os.PathLike | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
+    threads: int | None = None,
+    device: str | None = None,
     name: str | None = None,
 ) -> dict:
     """Read a training-text table (column `text`, and `group_id` when it has one) and train a

@@ -237,8 +237,8 @@ def train_mlm(
     out_dir: str | os.PathLike,
     config: dict | None = None,
     init_dir: str | os.PathLike | None = None,
-    threads: int = 1,
-    device: str | None = "auto",
+    threads: int | None = None,
+    device: str | None = None,
     max_steps: int | None = None,
     log_every: int = 20,
     name: str | None = None,
@@ -254,7 +254,8 @@ def train_mlm(
 
     `config`: a model entry's training settings (`model_settings`: sizes, epochs, batch_size,
     lr, ...). With `init_dir` the weights start from that saved model (its size settings win)
-    and `epochs` more are trained. `max_steps` caps the number of optimiser steps (tests).
+    and `epochs` more are trained. `threads`, `device`: the config's `training` ones by default
+    (the schema's). `max_steps` caps the number of optimiser steps (tests).
     `save_epochs`: also save a checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the
     end of each of these epochs (1..epochs; the learning-rate schedule is the whole run's; an
     epoch cut short by `max_steps` is not saved); the summary then has `checkpoints`, {epoch:
@@ -263,6 +264,8 @@ def train_mlm(
     needs them (DP-SGD's patient units and patient-level guarantee)."""
     import torch
 
+    job = defaults("training")
+    threads, device = job["threads"] if threads is None else threads, job["device"] if device is None else device
     step = PlainStep() if step is None else step
     cfg = step.settings(model_settings(config), groups)
     checkpoints = _checkpoint_epochs(save_epochs, int(cfg["epochs"]), step)

@@ -52,10 +52,10 @@ def canaries_plan(study) -> Plan:
             "reference_tokenizer": study.model_tokenizer(reference),
             "energy": config["energy"],
             "scoring": study.scoring(config["energy"]),
-            "metrics": membership_settings(config["alpha"], study.config["metrics"], study.config.get("attacks", {})),
+            "metrics": membership_settings(config["alpha"], study.config["metrics"], study.config["attacks"]),
             "style": study.figure_style,
             # the one-run DP audit's token canaries (rules/canaries.smk: one_run_canaries)
-            "one_run": study.config.get("dp_audit", {}).get("canaries", {}),
+            "one_run": study.config["dp_audit"]["canaries"] if "dp_audit" in study.config else {},
         },
         resources={"target": study.resources("training"), "scoring": study.resources("scoring")},
         rules=(RULES,),

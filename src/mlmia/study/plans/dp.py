@@ -61,7 +61,8 @@ def dp_plan(study) -> Plan:
     report = shown(bounds, {"bounds_md": "bounds", "one_run_md": "one-run audit", "findings_md": "findings"},
                    "DP audit")  # fmt: skip
     report |= shown(figure, {"png": "privacy-utility figure"}, "DP audit")
-    audit = study.config.get("dp_audit", {})
+    # without dp_audit the dp group is left out and this plan has nothing to audit (no settings either)
+    audit_settings = study.config.get("dp_audit") or {}
     metrics = study.config["metrics"]
     return Plan(
         target=DP_GROUP,
@@ -73,12 +74,12 @@ def dp_plan(study) -> Plan:
             "passed": study.dp_audit_outputs("{target}")["passed"],
         },
         settings={
-            "audit": audit,
+            "audit": audit_settings,
             "targets": targets,
-            "audits": audit_plan(study) if study.config.get("dp_audit") else {},
+            "audits": audit_plan(study) if audit_settings else {},
             "one_run_targets": study.one_run_targets(),
             "bootstrap": {"bootstrap": metrics["bootstrap"], "seed": metrics["seed"]},
-            "fpr": (audit or {}).get("fpr", 0.01),
+            "fpr": audit_settings.get("fpr"),
             "style": study.figure_style,
         },
         resources={"audit": study.resources("scoring")},
@@ -86,7 +87,7 @@ def dp_plan(study) -> Plan:
         report=report,
         caption=Caption(
             f"The DP audit (docs/dp.md): per DP target, the empirical lower bounds on epsilon at FPR "
-            f"{(audit or {}).get('fpr', 0.01)} with confidence {(audit or {}).get('confidence', 0.95)} beside the "
+            f"{audit_settings.get('fpr')} with confidence {audit_settings.get('confidence')} beside the "
             "target's guarantee, the one-run audit and mechanism checks, the findings, and the privacy-utility figure "
             "over all targets."
         ),

@@ -23,6 +23,6 @@ def group_plan(study, group: str) -> Plan:
     )  # fmt: skip
     if group == DP_GROUP:  # the audit's own outputs, which its rules write with or without the group's tables
         audit = dp_plan(study)
-        targets += audit.targets if study.config.get("dp_audit") else []
+        targets += audit.targets  # the group exists only with dp_audit
         return replace(audit, targets=targets, rules=(*WORKFLOW_RULES, *audit.rules))
     return Plan(target=ALL if group == DEFAULT_GROUP else group, targets=targets, rules=WORKFLOW_RULES)

@@ -91,7 +91,7 @@ def shadow_plan(study, name: str = "shadow") -> Plan:
         corpus_inputs = {"world": study.path(WORLD), "domain": study.corpus_table("domain"),
                          "general": study.corpus_table("general"), "wikipedia": study.path(WIKIPEDIA_REGISTER)}  # fmt: skip
         corpus_settings = {}
-        features = {"seed": config.get("seed", 0)}
+        features = {"seed": config["seed"]}
         models = {}
     shown_items = {"tables_md": "Tables 2-6", "figure_png": "Figure 7", "findings_md": "findings"}
     subcategory = "translation target" if translation else "masked language model"
