@@ -22,11 +22,12 @@ from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
 from mlmia.shadow.split import shadow_model_settings
 from mlmia.study.audit import audit_spec
+from mlmia.study.checks import check_config
 from mlmia.study.needs import ExperimentNeeds
 from mlmia.study.optional import without_optional
 from mlmia.study.plans import Plans
 from mlmia.study.pools import ReferencePools
-from mlmia.study.validation import Validation, check_config
+from mlmia.study.validation import Validation
 from mlmia.vocabulary.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.vocabulary.layout import (
     CANARY_TOKENIZER,
