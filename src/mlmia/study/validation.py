@@ -14,7 +14,15 @@ from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.study.checks.training import check_training
 from mlmia.vocabulary.layout import CORPORA
-from mlmia.vocabulary.spec import COUNT_METRICS, METRICS, THRESHOLD_METRICS, Cell, figure_attacks, figure_experiments
+from mlmia.vocabulary.spec import (
+    COUNT_METRICS,
+    DP_GROUP,
+    METRICS,
+    THRESHOLD_METRICS,
+    Cell,
+    figure_attacks,
+    figure_experiments,
+)
 
 
 class Validation:
@@ -57,6 +65,9 @@ class Validation:
                         f"config key exposure.embedding_model: {embedding!r} is not a configured model "
                         f"(table {table!r} needs it)"
                     )
+        # the plans the rules build when they are included (mlmia.study.plans): their refusals, here
+        self.plans()
+        self.plan(DP_GROUP)
 
     def _check_files(self) -> None:
         """The files the config names exist (those the raw importers write excepted), and every
@@ -110,6 +121,11 @@ class Validation:
         if needs_pool and not references:
             raise UserError(
                 f"config key references: missing, and experiment {needs_pool[0]!r} reads the reference pool"
+            )
+        if references and not needs_pool:
+            raise UserError(
+                f"config key references: no experiment of {self.spec_name} reads the reference pool (references: "
+                "pool), so none would be trained; leave it out"
             )
         if references:
             if ("shape" in references) == ("settings" in references):

@@ -19,7 +19,13 @@ A check that needs a user's file is made by the first job that reads it (docs/ba
 from __future__ import annotations
 
 from mlmia.study.checks.models import check_models
-from mlmia.study.checks.names import check_extraction, check_named_models, check_reserved, check_run
+from mlmia.study.checks.names import (
+    check_attacks,
+    check_extraction,
+    check_named_models,
+    check_reserved,
+    check_run,
+)
 from mlmia.study.checks.shadow import check_shadow, check_shadow_mt
 from mlmia.study.checks.studies import check_canaries, check_dexposure, check_dp_audit, check_imported
 from mlmia.study.checks.world import check_extraction_sources, check_samples, check_world_sections
@@ -29,8 +35,9 @@ CHECKS = (
     check_run,
     check_reserved,
     check_world_sections,
-    check_named_models,
     check_models,
+    check_named_models,
+    check_attacks,
     check_extraction,
     check_extraction_sources,
     check_samples,

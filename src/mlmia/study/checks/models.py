@@ -13,12 +13,20 @@ TRAINING_KEYS = tuple(defaults("models", "*"))
 
 
 def check_models(config: dict) -> None:
-    """Each models entry gives a corpus or a path (not both), and only settings that apply to it."""
+    """Each models entry continues another (`init`), gives a corpus or a path (not both), and only
+    settings that apply to it."""
     models = config.get("models") or {}
     audit = config.get("dp_audit") or {}
     gradient = (audit.get("gradient_canaries") or {}).get("count", 0) if "dp_audit" in config else 0
     for name, spec in models.items():
         key = f"models.{name}"
+        init = spec.get("init")
+        if init is not None and (init not in models or init == name or "path" in spec):
+            raise refused(
+                f"{key}.init",
+                f"{init!r} is not another configured model (models: {', '.join(models)}); init continues the "
+                "training of one",
+            )
         if "path" in spec and "corpus" in spec:
             raise refused(key, "gives both corpus (a world corpus to train on) and path (a model of yours); give one")
         if "path" not in spec and "corpus" not in spec:

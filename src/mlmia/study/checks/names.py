@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import posixpath
 
-from mlmia.study.checks.refusal import has_world, refused
+from mlmia.attacks.base import get_attack
+from mlmia.core.errors import UserError
+from mlmia.study.checks.refusal import has_world, refused, rekeyed
 from mlmia.study.pools import REFERENCE_PREFIX
 from mlmia.vocabulary.layout import (
     CANARY_TOKENIZER,
@@ -89,16 +91,8 @@ def saw_the_patients(models: dict, name: str) -> str | None:
 
 
 def check_named_models(config: dict) -> None:
-    """Every key that names a model names a configured one of the right kind."""
-    models = config.get("models") or {}
-    for name, spec in models.items():
-        init = spec.get("init")
-        if init is not None and (init not in models or init == name or "path" in spec):
-            raise refused(
-                f"models.{name}.init",
-                f"{init!r} is not another configured model (models: {', '.join(models)}); init continues the "
-                "training of one",
-            )
+    """Every key that names a model names a configured one of the right kind (a models entry's
+    `init`: `mlmia.study.checks.models`)."""
     references = config.get("references")
     if references:
         if "shape" in references:
@@ -137,3 +131,13 @@ def check_extraction(config: dict) -> None:
             f"{reference!r} trained on the audited patients (corpus {corpus}); name a model that never saw them "
             "(e.g. one trained on corpus domain or general)",
         )
+
+
+def check_attacks(config: dict) -> None:
+    """Each `attacks:` entry names a registered attack (a user's own included) and parameters it
+    takes (`mlmia.attacks.base.get_attack`), used by a table or not."""
+    for name, params in (config.get("attacks") or {}).items():
+        try:
+            get_attack(name, params)
+        except UserError as exc:
+            raise (exc if str(exc).startswith("config key ") else rekeyed(exc, f"attacks.{name}")) from None

@@ -78,6 +78,9 @@ def check_dp_audit(config: dict) -> None:
     if "dp_audit" not in config:
         return
     audit = config["dp_audit"]
+    models = config.get("models") or {}
+    if not any(spec.get("dp") is not None and "path" not in spec for spec in models.values()):
+        raise refused("dp_audit", "no model the workflow trains has a dp setting: the DP audit would audit nothing")
     gradient = audit["gradient_canaries"]
     if gradient["count"]:
         from mlmia.defences.gradient_canaries import canary_settings
