@@ -25,7 +25,7 @@ Only ids, counts and subcorpus names appear in messages, never sentence text.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,14 @@ CLASSIFIER_SPLITS = ("train", "valid", "test")
 CLASSIFIER_FRACTIONS = (0.6, 0.2, 0.2)
 #: the fewest groups of a held-out slice: one for each classifier split
 SLICE_MIN_GROUPS = len(CLASSIFIER_SPLITS)
+
+
+def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
+    """A shadow protocol's settings, a key left out the config schema's default in `section`
+    (`mlmia.vocabulary.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
+    translation target (the same protocol keys through YAML anchors, but the latter's smaller
+    `group_size` and its subcorpora). The workflow passes the section whole."""
+    return {**defaults(section), **dict(settings)}
 
 
 def _names(value, what: str) -> list[str]:

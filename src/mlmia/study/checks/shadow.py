@@ -6,18 +6,13 @@ unbuilt), and the translation models' settings."""
 from __future__ import annotations
 
 from mlmia.core.errors import UserError
+from mlmia.shadow.split import protocol_settings
 from mlmia.study.checks.refusal import has_world, refused, rekeyed
-from mlmia.vocabulary.schema import defaults
 
 #: the config key (and value) each register's size comes from, for the messages
 REGISTER_SIZES = {"mimic": "corpus.mimic", "i2b2": "corpus.i2b2", "case_reports": "corpus.domain.patients",
                   "abstracts": "corpus.domain.abstract_sentences", "news": "corpus.general",
                   "encyclopedic": "corpus.general", "wikipedia": "gensim's Wikipedia dump"}  # fmt: skip
-
-
-def protocol(config: dict, section: str) -> dict:
-    """A protocol's settings, defaults filled in (as `mlmia.shadow.workflow.protocol_settings` reads them)."""
-    return {**defaults(section), **config[section]}
 
 
 def check_shadow(config: dict) -> None:
@@ -28,7 +23,7 @@ def check_shadow(config: dict) -> None:
     from mlmia.world.subcorpora import register_documents
 
     documents = register_documents(config["corpus"])
-    settings = protocol(config, "shadow")
+    settings = protocol_settings(config["shadow"], "shadow")
     check_names(settings, documents, "shadow", "a register of the world", "registers")
     check_sizes(settings, documents, "shadow", "register", REGISTER_SIZES)
 
@@ -42,7 +37,7 @@ def check_shadow_mt(config: dict) -> None:
     from mlmia.shadow.sizes import check_names, check_sizes
     from mlmia.world.parallel import subcorpus_documents
 
-    settings = protocol(config, "shadow_mt")
+    settings = protocol_settings(config["shadow_mt"], "shadow_mt")
     bob = {**settings["model"], **settings["shadow_model"]}  # the shape Bob guesses
     for key, model in (("model", settings["model"]), ("shadow_model", bob)):
         try:
