@@ -100,6 +100,17 @@ class Validation:
             path = spec.get("path")
             if path is not None and not Path(path).expanduser().exists() and not looks_like_hub_id(path):
                 raise UserError(f"config key models.{name}.path: no such directory: {path}")
+            text = spec.get("training_text")
+            if text is not None and not Path(text).is_file():
+                raise UserError(f"config key models.{name}.training_text: file not found: {text}")
+        tokenizers = {f"models.{name}.tokenizer": spec.get("tokenizer") for name, spec in self.models.items()}
+        tokenizers |= {
+            f"datasets.{name}.tokenizer": spec.get("tokenizer")
+            for name, spec in self.config.get("datasets", {}).items()
+        }
+        for key, tokenizer in tokenizers.items():
+            if tokenizer is not None and not Path(tokenizer).expanduser().exists() and not looks_like_hub_id(tokenizer):
+                raise UserError(f"config key {key}: no such file or directory: {tokenizer}")
         known_sets = set(self.scored_sets()) | set(self.config.get("imported", {}).get("datasets", {}))
         imported_models = {m for d in self.config.get("imported", {}).get("datasets", {}).values() for m in d["models"]}
         for experiment in self.experiments.values():
