@@ -414,7 +414,10 @@ def test_imported_scores_are_refused(case_id, workflow_copy, tmp_path):
 
 
 def test_the_docs_list_every_case():
+    from test_config_checks import CASES, FILE_CASES  # the whole config's checks (their own section)
+
     table = (REPO / "docs" / "bad_inputs.md").read_text()
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", table, flags=re.M)
-    assert sorted(documented) == sorted(CLI_CASES + WORKFLOW_CASES + IMPORT_CASES)
+    config_cases = [case[0] for case in CASES] + FILE_CASES
+    assert sorted(documented) == sorted(CLI_CASES + WORKFLOW_CASES + IMPORT_CASES + config_cases)
     assert len(documented) >= 40

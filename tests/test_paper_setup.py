@@ -180,6 +180,7 @@ def test_raw_importers_write_the_processed_files(tmp_path):
         },
         "i2b2": {"xml": "raw/i2b2", "patients": {"nonmember": 2, "population": 2}},
     }
+    raw_config["dexposure"]["i2b2_xml"] = ["raw/i2b2"]  # d-exposure's XML is the same (a file the config names exists)
     overlay = tmp_path / "raw_overlay.yaml"
     overlay.write_text(yaml.safe_dump(raw_config))
     targets = [

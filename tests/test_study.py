@@ -48,6 +48,10 @@ def with_fake_files(root, config):
                 for path in paths:
                     path.touch()
                 source[key] = str(paths[0]) if isinstance(source[key], str) else [str(p) for p in paths]
+    xml = (config.get("dexposure") or {}).get("i2b2_xml") or []
+    for i, path in enumerate(xml):
+        xml[i] = str(root / "dexposure_xml" / Path(path).name)
+        Path(xml[i]).mkdir(parents=True, exist_ok=True)
     if "references" in config:
         pool = root / "reference_pool.csv"
         pool.write_text("sample_id,group_id,text\n")

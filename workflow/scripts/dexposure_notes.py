@@ -1,5 +1,6 @@
 import pandas as pd
 
+from mlmia.core.errors import naming_keys
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
 from mlmia.memorization.dexposure import labelled_classes
@@ -8,7 +9,9 @@ from mlmia.world.phi import choose_entities, class_counts, load_notes, word_key,
 
 def main(snakemake):
     settings = snakemake.params.settings
-    notes = load_notes(settings, list(snakemake.input.xml))
+    xml = list(snakemake.input.xml)
+    with naming_keys({path: f"dexposure.i2b2_xml[{i}]" for i, path in enumerate(xml)}):  # the user's XML
+        notes = load_notes(settings, xml)
     labelled = labelled_classes(notes)
     counts = word_tag_counts(notes, "train")
     chosen = choose_entities(counts, settings["classes"], labelled, settings["entities"])

@@ -1,19 +1,24 @@
 import os
 
+from mlmia.core.errors import naming_keys
 from mlmia.core.runner import run_step
 from mlmia.data.raw import insert_names, mimic_noteevents, read_names, sample_patients, write_processed
 
 
 def main(snakemake):
-    params = snakemake.params
-    notes = mimic_noteevents(snakemake.input.noteevents, list(snakemake.input.member_lists), params.categories)
-    chosen = sample_patients(notes, params.patients, params.seed, key="raw.mimic.patients")
-    directory = os.path.dirname(snakemake.output[0])
-    write_processed(chosen, directory, "mimic")
-    if snakemake.input.get("names"):
-        # Base-b's members as it saw them: the patient's name before each sentence
-        names = read_names(snakemake.input.names)
-        write_processed(insert_names(chosen, names, key="raw.mimic.names"), directory, "mimic_named")
+    params, inputs = snakemake.params, snakemake.input
+    lists = list(inputs.member_lists)
+    keys = {inputs.noteevents: "raw.mimic.noteevents", inputs.get("names") or "": "raw.mimic.names"}
+    keys |= {path: f"raw.mimic.member_lists[{i}]" for i, path in enumerate(lists)}
+    with naming_keys(keys):  # the user's files, by the config key that names each
+        notes = mimic_noteevents(inputs.noteevents, lists, params.categories)
+        chosen = sample_patients(notes, params.patients, params.seed, key="raw.mimic.patients")
+        directory = os.path.dirname(snakemake.output[0])
+        write_processed(chosen, directory, "mimic")
+        if inputs.get("names"):
+            # Base-b's members as it saw them: the patient's name before each sentence
+            names = read_names(inputs.names)
+            write_processed(insert_names(chosen, names, key="raw.mimic.names"), directory, "mimic_named")
 
 
 run_step(snakemake, main)

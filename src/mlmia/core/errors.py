@@ -1,5 +1,10 @@
 """User-facing errors: one clear line, a non-zero exit, no traceback."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import contextmanager
+
 
 class UserError(Exception):
     """Bad input from the user (a file, a row, a config key). Printed as one line."""
@@ -30,3 +35,18 @@ def first_line(exc: BaseException) -> str:
     one-line error that names what a library said."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextmanager
+def naming_keys(keys: Mapping[str, str]):
+    """A user's files named by the config key that gives them: a UserError raised inside about one
+    of `keys`' paths (its message starts with the path: a file, or a file inside a directory)
+    becomes "config key <key>: <message>"; any other passes as it is."""
+    try:
+        yield
+    except UserError as exc:
+        text = str(exc)
+        for path in sorted((str(p) for p in keys if p), key=len, reverse=True):
+            if text.startswith(path) and not text.startswith("config key "):
+                raise UserError(f"config key {keys[path]}: {text}") from None
+        raise

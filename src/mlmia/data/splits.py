@@ -33,13 +33,19 @@ def patient_halves(patients: list[str], count: int, seed: int) -> dict[str, np.n
 
 
 def reference_splits(
-    pool: pd.DataFrame, samples: pd.DataFrame, names: list[str], seed: int, online: bool
+    pool: pd.DataFrame,
+    samples: pd.DataFrame,
+    names: list[str],
+    seed: int,
+    online: bool,
+    pool_where: str = "the reference pool",
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """(splits, training texts): `splits` has a row per (sample of `samples`, reference) with
     `in` (did that reference train on it); `texts[name]` is reference `name`'s training text
     (columns sample_id, group_id, text): its half of the pool's patients, and with `online`
-    its half of the audited (member and non-member) patients' samples."""
-    for table, where in ((pool, "the reference pool"), (samples, "the sample table")):
+    its half of the audited (member and non-member) patients' samples. `pool_where`: the pool's
+    table in messages (its file)."""
+    for table, where in ((pool, pool_where), (samples, "the sample table")):
         missing = [c for c in ("sample_id", "group_id", "text") if c not in table.columns]
         if missing:
             raise UserError(f"{where} lacks column(s) {', '.join(missing)}")

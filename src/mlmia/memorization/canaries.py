@@ -83,7 +83,8 @@ def secret_spans(template: str, digits: int) -> list[tuple[int, int]]:
     return [(start + 2 * i, start + 2 * i + 1) for i in range(digits)]
 
 
-def _check_space(digits: int, needed: int) -> None:
+def check_space(digits: int, needed: int) -> None:
+    """Refuse, in one line, `needed` distinct secrets of `digits` digits that do not fit."""
     if not 1 <= digits <= 14:
         raise UserError(f"canaries: digits must lie in 1..14 (exact ranks up to 10^14 secrets), got {digits}")
     if needed > 10**digits:
@@ -106,6 +107,19 @@ def _distinct_secrets(rng: np.random.Generator, digits: int, count: int, exclude
     return out
 
 
+def canary_plan(
+    repetitions: Sequence[int], per_repetition: int, never_inserted: int, population: int
+) -> list[tuple[str, int]]:
+    """(role, repetitions) of each canary `draw_canaries` draws, in order."""
+    counts = [int(r) for r in repetitions]
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise UserError(f"canaries: repetitions must be distinct counts >= 1, got {list(repetitions)}")
+    if per_repetition < 1 or never_inserted < 1 or population < 1:
+        raise UserError("canaries: per_repetition, never_inserted and population must each be >= 1")
+    plan = [("member", r) for r in sorted(counts) for _ in range(per_repetition)]
+    return plan + [("nonmember", 0)] * never_inserted + [("population", 0)] * population
+
+
 def draw_canaries(
     template: str,
     digits: int,
@@ -123,15 +137,9 @@ def draw_canaries(
     (role population: the membership thresholds). All secrets are distinct, uniform over the
     10^d secrets. Columns: canary_id, role, repetitions, secret (d digits, leading zeros kept),
     text (the rendered sentence)."""
-    counts = [int(r) for r in repetitions]
-    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
-        raise UserError(f"canaries: repetitions must be distinct counts >= 1, got {list(repetitions)}")
-    if per_repetition < 1 or never_inserted < 1 or population < 1:
-        raise UserError("canaries: per_repetition, never_inserted and population must each be >= 1")
+    plan = canary_plan(repetitions, per_repetition, never_inserted, population)
     split_template(template)
-    plan = [("member", r) for r in sorted(counts) for _ in range(per_repetition)]
-    plan += [("nonmember", 0)] * never_inserted + [("population", 0)] * population
-    _check_space(digits, len(plan))
+    check_space(digits, len(plan))
     values = _distinct_secrets(np.random.default_rng([seed, 0]), digits, len(plan), set())
     width = len(str(len(plan) - 1))
     secrets = [f"{v:0{digits}d}" for v in values]
@@ -153,7 +161,7 @@ def draw_candidates(template: str, digits: int, count: int, exclude: Sequence[st
     if count < 3:
         raise UserError(f"canaries: at least 3 candidates are needed for the skew-normal fit, got {count}")
     taken = {int(s) for s in exclude}
-    _check_space(digits, count + len(taken))
+    check_space(digits, count + len(taken))
     values = _distinct_secrets(np.random.default_rng([seed, 1]), digits, count, taken)
     width = len(str(count - 1))
     secrets = [f"{v:0{digits}d}" for v in values]

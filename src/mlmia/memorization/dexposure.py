@@ -134,15 +134,24 @@ def encode_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: int,
 # the tagger
 
 
+def tagger_settings(settings: Mapping) -> dict:
+    """The tagger's settings (`dexposure.model`) with the config schema's defaults; a width its
+    heads do not divide is refused in one line."""
+    cfg = {**defaults("dexposure", "model"), **dict(settings)}
+    if int(cfg["hidden_size"]) % int(cfg["num_heads"]):
+        raise UserError(
+            f"dexposure.model: hidden_size {cfg['hidden_size']} is not a multiple of num_heads {cfg['num_heads']}"
+        )
+    return cfg
+
+
 def build_tagger(tokenizer, tags: Sequence[str], settings: Mapping, seed: int, dropout: float | None = None):
     """A BertForTokenClassification from scratch: the tokenizer's vocabulary, the settings'
     size, `max_length` positions, dropout `dropout` (default the settings'), seeded init."""
     import torch
     from transformers import BertConfig, BertForTokenClassification
 
-    cfg = {**defaults("dexposure", "model"), **dict(settings)}
-    if int(cfg["hidden_size"]) % int(cfg["num_heads"]):
-        raise UserError(f"dexposure.model: hidden_size {cfg['hidden_size']} is not a multiple of num_heads")
+    cfg = tagger_settings(settings)
     p = float(cfg["dropout"] if dropout is None else dropout)
     torch.manual_seed(int(seed))
     config = BertConfig(

@@ -90,12 +90,12 @@ def _pattern(value: str, left: str, right: str) -> re.Pattern:
     )
 
 
-def locate_values(samples: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
+def locate_values(samples: pd.DataFrame, values: pd.DataFrame, where: str = "PHI values") -> pd.DataFrame:
     """Every occurrence of each of a patient's values in that patient's samples: one row per
     (sample, value, occurrence) with its character span (`start`, `end`) and how many times the
     value occurs in the sample (`occurrences`). Values are matched case-insensitively between
-    word boundaries, inside their literal context where they have one."""
-    values = check_values(values)
+    word boundaries, inside their literal context where they have one (`where`: the table, for messages)."""
+    values = check_values(values, where)
     by_group: dict[str, list] = {}  # each value's pattern compiled once, read in each of its patient's samples
     for group_id, value_id, kind, value, left, right in values[
         ["group_id", "value_id", "kind", "value", "left", "right"]
@@ -119,30 +119,49 @@ def named_spans(samples: pd.DataFrame, phi: pd.DataFrame, where: str = "extracti
     - values per patient: group_id, kind, value (optional left, right): found in the patient's samples.
 
     A row that cannot be used is refused in one line naming its row number, never its text."""
-    columns = set(phi.columns)
+    form = phi_form(phi, where)
     samples = samples.assign(sample_id=samples["sample_id"].astype(str), group_id=samples["group_id"].astype(str))
-    if {"start", "end"} <= columns:
+    if form == "offsets":
         return _offset_spans(samples, phi, where)
-    if "sample_id" in columns:
+    if form == "sample values":
         known = set(samples["sample_id"])
         phi = phi.assign(sample_id=phi["sample_id"].astype(str))
         unknown = np.flatnonzero(~phi["sample_id"].isin(known).to_numpy())
         if unknown.size:
             raise UserError(f"{where}: row {int(unknown[0])}: sample_id is not in the dataset")
         by_sample = samples.assign(group_id=samples["sample_id"])
-        spans = locate_values(by_sample, phi.rename(columns={"sample_id": "group_id"}))
+        spans = locate_values(by_sample, phi.rename(columns={"sample_id": "group_id"}), where)
         return spans.assign(group_id=spans["sample_id"].map(dict(zip(samples["sample_id"], samples["group_id"]))))
-    if "group_id" in columns:
-        return locate_values(samples, phi)
-    raise UserError(
-        f"{where}: give sample_id, kind, start, end (offsets), or sample_id or group_id with kind and value"
-    )
+    return locate_values(samples, phi, where)
+
+
+#: the columns each form of a user's PHI table needs (`named_spans`), by the column that tells the form
+PHI_FORMS = {"offsets": ("sample_id", "kind", "start", "end"), "sample values": ("sample_id", "kind", "value"),
+             "patient values": ("group_id", "kind", "value")}  # fmt: skip
+
+
+def phi_form(phi: pd.DataFrame, where: str) -> str:
+    """Which form of `named_spans` the user's PHI table `phi` takes ("offsets" with start and end,
+    else "sample values" with sample_id, else "patient values" with group_id); refused in one line
+    naming the columns it lacks (`where`: the file, and the config key that names it)."""
+    columns = set(phi.columns)
+    if {"start", "end"} <= columns:
+        form = "offsets"
+    elif "sample_id" in columns:
+        form = "sample values"
+    elif "group_id" in columns:
+        form = "patient values"
+    else:
+        raise UserError(
+            f"{where}: give sample_id, kind, start, end (offsets), or sample_id or group_id with kind and value"
+        )
+    missing = [column for column in PHI_FORMS[form] if column not in columns]
+    if missing:
+        raise UserError(f"{where}: missing column(s) {', '.join(missing)}")
+    return form
 
 
 def _offset_spans(samples: pd.DataFrame, phi: pd.DataFrame, where: str) -> pd.DataFrame:
-    missing = [c for c in ("sample_id", "kind") if c not in phi.columns]
-    if missing:
-        raise UserError(f"{where}: missing column(s) {', '.join(missing)}")
     texts = dict(zip(samples["sample_id"], samples["text"].astype(str)))
     groups = dict(zip(samples["sample_id"], samples["group_id"]))
     rows = []

@@ -25,7 +25,7 @@ Only ids, counts and subcorpus names appear in messages, never sentence text.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,8 +39,19 @@ from mlmia.vocabulary.schema import defaults
 PARTS = ("alice_train", "in_probe", "out_probe", "ood_probe", "unused")
 #: the parts Alice trains on (every sentence of them, probes or not)
 ALICE_TRAIN_PARTS = ("alice_train", "in_probe")
-#: the classifier splits of Bob's labelled pairs (`shadow_splits`)
+#: the classifier splits of Bob's labelled pairs (`shadow_splits`), and the shares of each slice's groups they get
 CLASSIFIER_SPLITS = ("train", "valid", "test")
+CLASSIFIER_FRACTIONS = (0.6, 0.2, 0.2)
+#: the fewest groups of a held-out slice: one for each classifier split
+SLICE_MIN_GROUPS = len(CLASSIFIER_SPLITS)
+
+
+def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
+    """A shadow protocol's settings, a key left out the config schema's default in `section`
+    (`mlmia.vocabulary.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
+    translation target (the same protocol keys through YAML anchors, but the latter's smaller
+    `group_size` and its subcorpora). The workflow passes the section whole."""
+    return {**defaults(section), **dict(settings)}
 
 
 def _names(value, what: str) -> list[str]:
@@ -202,15 +213,43 @@ def probe_table(split: pd.DataFrame) -> pd.DataFrame:
     return probes.reset_index(drop=True)
 
 
-def _cut(groups: list[str], fractions: tuple[float, ...]) -> list[list[str]]:
-    """`groups` cut in order into len(fractions) consecutive runs of sizes floor(n f_i / sum f)
-    (each at least one group), the last run taking the rest."""
-    n, total = len(groups), sum(fractions)
+def run_sizes(n: int, fractions: tuple[float, ...]) -> list[int]:
+    """The sizes of `_cut`'s runs of `n` groups: floor(n f_i / sum f) (each at least one group),
+    the last run taking the rest."""
+    total = sum(fractions)
     sizes = [max(1, math.floor(n * f / total)) for f in fractions[:-1]]
     for i in range(len(sizes)):  # leave at least one group for every later run
         sizes[i] = min(sizes[i], n - sum(sizes[:i]) - (len(fractions) - 1 - i))
-    bounds = np.cumsum([0, *sizes, n - sum(sizes)])
+    return [*sizes, n - sum(sizes)]
+
+
+def _cut(groups: list[str], fractions: tuple[float, ...]) -> list[list[str]]:
+    """`groups` cut in order into len(fractions) consecutive runs of `run_sizes`."""
+    bounds = np.cumsum([0, *run_sizes(len(groups), fractions)])
     return [groups[bounds[i] : bounds[i + 1]] for i in range(len(fractions))]
+
+
+def slice_pairs(n_shadows: int, slice_share: float) -> int:
+    """The pairs of Bob's shadow models (k+, k-), refused in one line unless `n_shadows` is even
+    and >= 2 and the 2 x pairs slices of `slice_share` fit in Bob's data."""
+    n_shadows = int(n_shadows)
+    if n_shadows < 2 or n_shadows % 2:
+        raise UserError(
+            f"shadow_splits: shadows come in pairs (k+, k-); n_shadows must be even and >= 2, got {n_shadows}"
+        )
+    n_pairs = n_shadows // 2
+    share = float(slice_share)
+    if not 0 < share or 2 * n_pairs * share > 1 + 1e-9:
+        raise UserError(
+            f"shadow_splits: slice_share {slice_share} with {n_pairs} pairs of shadows: the {2 * n_pairs} slices must "
+            "fit in Bob's data (0 < 2 x pairs x slice_share <= 1)"
+        )
+    return n_pairs
+
+
+def slice_groups(share: float, groups: int) -> int:
+    """The groups of each held-out slice when Bob's data of a subcorpus holds `groups` groups."""
+    return max(1, int(round(float(share) * groups)))
 
 
 def shadow_model_settings(settings: dict, who: str) -> dict:
@@ -237,7 +276,7 @@ def shadow_splits(
     slice_share: float,
     seed: int,
     *,
-    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
+    fractions: tuple[float, float, float] = CLASSIFIER_FRACTIONS,
 ) -> pd.DataFrame:
     """Bob's shadow models, held-out slices and classifier splits (the paper's Section 3.2 and
     Figure 4): the shadow models come in pairs (k+, k-) that train on all of Bob's data but one
@@ -263,18 +302,8 @@ def shadow_splits(
     `shadow_training_ids` gives a shadow's training sentences.
     """
     require_columns(bob_data, ["sample_id", "group_id"], "shadow_splits: Bob's data")
-    n_shadows = int(n_shadows)
-    if n_shadows < 2 or n_shadows % 2:
-        raise UserError(
-            f"shadow_splits: shadows come in pairs (k+, k-); n_shadows must be even and >= 2, got {n_shadows}"
-        )
-    n_pairs = n_shadows // 2
-    share = float(slice_share)
-    if not 0 < share or 2 * n_pairs * share > 1 + 1e-9:
-        raise UserError(
-            f"shadow_splits: slice_share {slice_share} with {n_pairs} pairs of shadows: the {2 * n_pairs} slices must "
-            "fit in Bob's data (0 < 2 x pairs x slice_share <= 1)"
-        )
+    n_pairs = slice_pairs(n_shadows, slice_share)
+    n_shadows, share = 2 * n_pairs, float(slice_share)
     fractions = tuple(float(f) for f in fractions)
     if len(fractions) != 3 or min(fractions) <= 0:
         raise UserError("shadow_splits: fractions must be three positive numbers (train, valid, test)")
@@ -291,8 +320,8 @@ def shadow_splits(
     slice_of: dict[str, str] = {}
     for stratum, column in strata:
         groups = list(dict.fromkeys(column))
-        per_slice = max(1, int(round(share * len(groups))))
-        if per_slice * len(names) > len(groups) or per_slice < 3:
+        per_slice = slice_groups(share, len(groups))
+        if per_slice * len(names) > len(groups) or per_slice < SLICE_MIN_GROUPS:
             raise UserError(
                 f"shadow_splits: Bob's {stratum!r} data has {len(groups)} groups, too few for {len(names)} slices of "
                 f"{per_slice} (each slice needs 3 groups for the classifier's train, valid and test splits); give Bob "

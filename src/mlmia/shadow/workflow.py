@@ -13,19 +13,17 @@ from mlmia.core.io import require_columns
 from mlmia.shadow.classify import MODEL_SCORE_FEATURES
 from mlmia.shadow.features import STAT_COLUMNS, shadow_oov_flags
 from mlmia.shadow.report import bob_feature_table, probe_feature_table, shadow_tables
-from mlmia.shadow.split import ALICE_TRAIN_PARTS, carol_split, probe_table, shadow_splits, shadow_training_ids
-from mlmia.vocabulary.schema import defaults
+from mlmia.shadow.split import (
+    ALICE_TRAIN_PARTS,
+    carol_split,
+    probe_table,
+    protocol_settings,
+    shadow_splits,
+    shadow_training_ids,
+)
 
 #: the columns a target's per-sentence feature table must hold for the protocol
 PROTOCOL_COLUMNS = ["sample_id", *MODEL_SCORE_FEATURES, *STAT_COLUMNS]
-
-
-def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
-    """A shadow protocol's settings, a key left out the config schema's default in `section`
-    (`mlmia.vocabulary.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
-    translation target (the same protocol keys through YAML anchors, but the latter's smaller
-    `group_size` and its subcorpora). The workflow passes the section whole."""
-    return {**defaults(section), **dict(settings)}
 
 
 def split_and_texts(

@@ -21,12 +21,13 @@ from mlmia.models.hub import looks_like_hub_id
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
 from mlmia.study.audit import audit_spec
+from mlmia.study.checks import check_config
 from mlmia.study.needs import ExperimentNeeds
 from mlmia.study.optional import without_optional
 from mlmia.study.plans import Plans, Resources
 from mlmia.study.plans.base import resources
 from mlmia.study.pools import ReferencePools
-from mlmia.study.validation import Validation, check_config
+from mlmia.study.validation import Validation
 from mlmia.vocabulary.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.vocabulary.layout import (
     CORPORA,

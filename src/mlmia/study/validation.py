@@ -1,5 +1,7 @@
-"""The config's and the tables spec's checks: every name they use exists, every file they name
-is there, every cell is one the metrics compute; one line per error, at start, not after hours."""
+"""The tables spec's checks, and the config's that need the study: every name they use exists,
+every file they name is there, every cell is one the metrics compute, every trained model's
+settings are ones its trainer takes; one line per error, at start, not after hours. (The config's
+own checks: `mlmia.study.checks`.)"""
 
 from __future__ import annotations
 
@@ -10,26 +12,17 @@ from mlmia.core.errors import UserError
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
-from mlmia.vocabulary.layout import CORPORA, ONE_RUN_CORPUS
-from mlmia.vocabulary.spec import COUNT_METRICS, METRICS, THRESHOLD_METRICS, Cell, figure_attacks, figure_experiments
-
-
-def check_config(config: dict) -> None:
-    """What the schemas cannot say of a validated config: settings that need the embedded world."""
-    dexposure = config.get("dexposure") or {}
-    if "corpus" not in config and dexposure.get("i2b2_xml") and dexposure.get("tokenizer") == "world":
-        raise UserError(
-            "config key dexposure.tokenizer: 'world' needs the embedded world (a corpus: section); "
-            "with dexposure.i2b2_xml alone, set it to 'notes'"
-        )
-    one_run = ((config.get("dp_audit") or {}).get("canaries") or {}).get("count", 0)
-    for name, model in (config.get("models") or {}).items():
-        # without dp_audit the DP targets are left out (their group is); with it, they need canaries
-        if model.get("corpus") == ONE_RUN_CORPUS and ("corpus" not in config or ("dp_audit" in config and one_run < 2)):
-            raise UserError(
-                f"config key models.{name}.corpus: {ONE_RUN_CORPUS} needs the embedded world and "
-                f"dp_audit.canaries.count >= 2 (got {one_run})"
-            )
+from mlmia.study.checks.training import check_training
+from mlmia.vocabulary.layout import CORPORA
+from mlmia.vocabulary.spec import (
+    COUNT_METRICS,
+    DP_GROUP,
+    METRICS,
+    THRESHOLD_METRICS,
+    Cell,
+    figure_attacks,
+    figure_experiments,
+)
 
 
 class Validation:
@@ -38,14 +31,7 @@ class Validation:
     def _check(self) -> None:
         """Every name the tables, figures and findings use exists; one line each."""
         where = self.spec_name
-        models = self.config.get("models", {})
-        for name, spec in models.items():
-            init = spec.get("init")
-            if init is not None and (init not in models or init == name or "path" in spec):
-                raise UserError(
-                    f"config key models.{name}.init: {init!r} is not another configured model "
-                    f"(models: {', '.join(models)}); init continues the training of one"
-                )
+        check_training(self)
         self._check_files()
         self._check_pools()
         for table in self.tables:
@@ -79,6 +65,9 @@ class Validation:
                         f"config key exposure.embedding_model: {embedding!r} is not a configured model "
                         f"(table {table!r} needs it)"
                     )
+        # the plans the rules build when they are included (mlmia.study.plans): their refusals, here
+        self.plans()
+        self.plan(DP_GROUP)
 
     def _check_files(self) -> None:
         """The files the config names exist (those the raw importers write excepted), and every
@@ -111,6 +100,17 @@ class Validation:
             path = spec.get("path")
             if path is not None and not Path(path).expanduser().exists() and not looks_like_hub_id(path):
                 raise UserError(f"config key models.{name}.path: no such directory: {path}")
+            text = spec.get("training_text")
+            if text is not None and not Path(text).is_file():
+                raise UserError(f"config key models.{name}.training_text: file not found: {text}")
+        tokenizers = {f"models.{name}.tokenizer": spec.get("tokenizer") for name, spec in self.models.items()}
+        tokenizers |= {
+            f"datasets.{name}.tokenizer": spec.get("tokenizer")
+            for name, spec in self.config.get("datasets", {}).items()
+        }
+        for key, tokenizer in tokenizers.items():
+            if tokenizer is not None and not Path(tokenizer).expanduser().exists() and not looks_like_hub_id(tokenizer):
+                raise UserError(f"config key {key}: no such file or directory: {tokenizer}")
         known_sets = set(self.scored_sets()) | set(self.config.get("imported", {}).get("datasets", {}))
         imported_models = {m for d in self.config.get("imported", {}).get("datasets", {}).values() for m in d["models"]}
         for experiment in self.experiments.values():
@@ -133,12 +133,14 @@ class Validation:
             raise UserError(
                 f"config key references: missing, and experiment {needs_pool[0]!r} reads the reference pool"
             )
+        if references and not needs_pool:
+            raise UserError(
+                f"config key references: no experiment of {self.spec_name} reads the reference pool (references: "
+                "pool), so none would be trained; leave it out"
+            )
         if references:
             if ("shape" in references) == ("settings" in references):
                 raise UserError("config key references: give either shape (a configured model) or settings")
-            for key in ("shape", "init"):
-                if key in references and references[key] not in self.models:
-                    raise UserError(f"config key references.{key}: {references[key]!r} is not a configured model")
             init = references.get("init")
             # a model the workflow trains is there when the pool trains; a given one must be there now
             if init and "path" in self.models[init] and not Path(self.model_dir(init)).is_dir():
@@ -151,13 +153,8 @@ class Validation:
             if model not in self.models:
                 raise UserError(f"config key neighbours.model: {model!r} is not a configured model")
         phi = self.config["extraction"].get("phi")
-        if "corpus" in self.config or phi:  # the extraction study
-            for key in ("target", "reference"):
-                model = self.config["extraction"][key]
-                if model not in self.models:
-                    raise UserError(f"config key extraction.{key}: {model!r} is not a configured model")
-            if phi and not Path(phi).is_file():
-                raise UserError(f"config key extraction.phi: file not found: {phi}")
+        if phi and not Path(phi).is_file():  # the extraction study's names: mlmia.study.checks.names
+            raise UserError(f"config key extraction.phi: file not found: {phi}")
 
     def _check_attack(self, name: str, where: str) -> None:
         try:

@@ -78,6 +78,27 @@ def corpus_settings(config: dict | None) -> dict:
     return out
 
 
+def medical_sentences(cfg: dict) -> int:
+    """How many sentences of the general corpus are medical prose (`corpus_settings`' `cfg`)."""
+    return round(int(cfg["general"]["sentences"]) * float(cfg["general"]["medical_share"]))
+
+
+def news_picks(cfg: dict, available: int) -> list[int]:
+    """The news sentences of the general corpus: their indices among the `available` sentences
+    of the news corpus (`general_sentences`), drawn from the corpus seed (`corpus_settings`' `cfg`)."""
+    k = min(int(cfg["general"]["sentences"]) - medical_sentences(cfg), available)
+    return sorted(random.Random(f"general:{int(cfg['seed'])}").sample(range(available), k))
+
+
+def world_patients(cfg: dict) -> dict[tuple[str, str], int]:
+    """{(role, source): patients} of the world's scored sources, from its settings
+    (`corpus_settings`' `cfg`; `build_world` makes these patients)."""
+    mimic, i2b2 = cfg["mimic"], cfg["i2b2"]
+    return {("member", "mimic"): mimic["member_patients"], ("member_heldin", "mimic"): mimic["heldin_patients"],
+            ("nonmember", "mimic"): mimic["nonmember_patients"], ("population", "mimic"): mimic["population_patients"],
+            ("nonmember", "i2b2"): i2b2["nonmember_patients"], ("population", "i2b2"): i2b2["population_patients"]}  # fmt: skip
+
+
 def patient_sentences(
     rng: random.Random, p: Patient, n: int, style: str, mix: dict | None = None
 ) -> list[tuple[str, str]]:
@@ -214,11 +235,8 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     # general reference corpus: real news prose, a seeded sample of sentences, plus a share of
     # encyclopedic medical prose (case-report / abstract register, disjoint patients)
     gen = general_sentences()
-    rng_g = random.Random(f"general:{seed}")
-    total = int(cfg["general"]["sentences"])
-    n_medical = round(total * float(cfg["general"]["medical_share"]))
-    k = min(total - n_medical, len(gen))
-    picked = sorted(rng_g.sample(range(len(gen)), k))
+    n_medical = medical_sentences(cfg)
+    picked = news_picks(cfg, len(gen))
     grows = [{"sample_id": f"general-{i:05d}", "group_id": f"general-{i // 10:05d}", "text": gen[i]} for i in picked]
     rng_gm = random.Random(f"general-medical:{seed}")
     # case descriptions, a share of them in clinical-note registers (`note_share`)

@@ -41,9 +41,19 @@ from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
 from mlmia.vocabulary.schema import defaults
 from mlmia.world.lexicon import OUTCOMES, RELATIONS, general_sentences, lexicon
-from mlmia.world.patients import Patient, make_patient, note_date, pick, pronouns, render_date, sentence_count
+from mlmia.world.patients import (
+    Patient,
+    make_patient,
+    most_sentences,
+    note_date,
+    pick,
+    pronouns,
+    render_date,
+    sentence_count,
+)
 from mlmia.world.registers.mimic import NUMBER_WORDS
 from mlmia.world.registers.template import labs, vitals
+from mlmia.world.subcorpora import Documents
 
 log = get_logger(__name__)
 
@@ -387,14 +397,41 @@ def _clinical_rows(name: str, n_docs: int, per_document: int, seed: int) -> list
     return rows
 
 
-def _news_rows(n_docs: int, per_document: int, seed: int) -> list[dict]:
-    """News documents: `per_document` consecutive kept sentences of the Lee corpus from a seeded start."""
-    sentences = [s for s in general_sentences() if len(s.split()) <= NEWS_MAX_WORDS]
+def _news_sentences() -> list[str]:
+    return [s for s in general_sentences() if len(s.split()) <= NEWS_MAX_WORDS]
+
+
+def news_starts(n_docs: int, per_document: int, sentences: list[str] | None = None) -> list[int]:
+    """Where the news documents may start: every `per_document`-th kept sentence of the Lee
+    corpus; refused in one line when fewer than `n_docs` documents fit."""
+    sentences = _news_sentences() if sentences is None else sentences
     starts = list(range(0, len(sentences) - per_document + 1, per_document))
     if n_docs > len(starts):
         raise UserError(
             f"shadow_mt.corpus.documents.news: {n_docs} documents asked, the news corpus holds {len(starts)}"
         )
+    return starts
+
+
+def subcorpus_documents(config: dict | None) -> dict[str, Documents]:
+    """{subcorpus: its size} of the parallel corpus `shadow_mt.corpus` settings build
+    (`build_parallel_corpus`), from the settings alone; a pair whose source repeats another's
+    is dropped, so a document may hold fewer pairs."""
+    cfg = parallel_settings(config)
+    per_document = cfg["sentences_per_document"]
+    news = cfg["documents"].get("news", 0)
+    if news:
+        news_starts(news, per_document)
+    return {
+        name: Documents(n, per_document if name == "news" else most_sentences(per_document))
+        for name, n in cfg["documents"].items()
+    }
+
+
+def _news_rows(n_docs: int, per_document: int, seed: int) -> list[dict]:
+    """News documents: `per_document` consecutive kept sentences of the Lee corpus from a seeded start."""
+    sentences = _news_sentences()
+    starts = news_starts(n_docs, per_document, sentences)
     rng = random.Random(f"parallel-news:{seed}")
     rows = []
     for d, start in enumerate(sorted(rng.sample(starts, n_docs))):

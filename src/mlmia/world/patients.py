@@ -103,9 +103,15 @@ def make_patient(rng: random.Random, lex: Lexicon, pid: str, source: str) -> Pat
 
 
 def sentence_count(rng: random.Random, n: int) -> int:
-    """How many sentences a patient gets: uniform within a third of `n` around it, at least 2."""
+    """How many sentences a patient gets: uniform within a third of `n` around it, at least 2
+    (at most `most_sentences(n)`)."""
     spread = n // 3
     return max(2, rng.randint(n - spread, n + spread))
+
+
+def most_sentences(n: int) -> int:
+    """The most sentences `sentence_count` gives a patient (`n` the mean)."""
+    return max(2, n + n // 3)
 
 
 def note_date(rng: random.Random, admit: tuple, shift: int | None = None) -> tuple[int, int, int]:
