@@ -38,7 +38,8 @@ from mlmia.models.batching import pad_rows
 from mlmia.models.loading import load_tokenizer
 from mlmia.models.objectives import make_objective
 from mlmia.models.optimizer import adamw_with_schedule
-from mlmia.models.training import initial_model, masked_lm_loss, model_settings
+from mlmia.models.settings import model_settings
+from mlmia.models.training import initial_model, masked_lm_loss
 from mlmia.report.markdown import markdown_table
 
 PATHS = ("plain", "per_sample", "plain, frozen", "ghost, frozen")

@@ -26,7 +26,8 @@ from mlmia.defences.audit import (
     utility,
 )
 from mlmia.defences.clipping import per_unit_loss, pool_by_unit
-from mlmia.defences.dp_sgd import FAULTS, dp_settings, group_privacy
+from mlmia.defences.dp_settings import FAULTS, dp_settings
+from mlmia.defences.dp_sgd import group_privacy
 from mlmia.defences.gradient_canaries import RECORD_FILE, canary_scores, mechanism_checks, read_record
 from mlmia.defences.report import (
     audit_findings,
@@ -178,7 +179,7 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     from transformers import BertConfig, BertForMaskedLM
 
     from mlmia.defences.clipping import clipping_mode, ghost_clipped_sum, length_chunks, unregister_head_bias
-    from mlmia.defences.dp_sgd import dp_settings
+    from mlmia.defences.dp_settings import dp_settings
     from mlmia.models.training import freeze_parts
 
     def model():

@@ -25,9 +25,9 @@ from mlmia.models.seq2seq import (
     encode_sources,
     greedy_translate,
     load_translation_model,
-    seq2seq_settings,
     train_translation_model,
 )
+from mlmia.models.settings import seq2seq_settings
 from mlmia.models.tokenizer import train_tokenizer
 from mlmia.shadow import protocols
 from mlmia.shadow.features import STAT_COLUMNS

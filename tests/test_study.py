@@ -498,7 +498,7 @@ def test_the_schema_knows_every_model_key():
     # a model key says where the model comes from (the study keeps those out of a reference's
     # settings) or is a training setting, with its default: a key of neither kind would reach the
     # trainer, which refuses it, from a reference's shape
-    from mlmia.models.training import model_settings
+    from mlmia.models.settings import model_settings
     from mlmia.study.study import NOT_SETTINGS
 
     schema = yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"]

@@ -14,8 +14,9 @@ import torch
 from mlmia.core.errors import UserError
 from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
 from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
+from mlmia.models.settings import model_settings
 from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
-from mlmia.models.training import masked_lm_loss, model_settings, train_mlm
+from mlmia.models.training import masked_lm_loss, train_mlm
 from mlmia.training_job import train_from_table
 from mlmia.vocabulary.schema import defaults, schema_path, validate
 

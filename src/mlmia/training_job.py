@@ -10,9 +10,11 @@ import os
 from collections.abc import Sequence
 
 from mlmia.core.io import read_table, require_columns
-from mlmia.defences.dp_sgd import DpSgdStep, dp_settings
+from mlmia.defences.dp_settings import dp_settings
+from mlmia.defences.dp_sgd import DpSgdStep
 from mlmia.models.objectives import check_dp_objective
-from mlmia.models.training import model_settings, train_mlm
+from mlmia.models.settings import model_settings
+from mlmia.models.training import train_mlm
 
 
 def training_settings(config: dict | None) -> dict:

@@ -73,7 +73,6 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.defences.clipping import (
-    CLIPPINGS,
     clipping_mode,
     ghost_clipped_sum,
     per_unit_loss,
@@ -81,62 +80,14 @@ from mlmia.defences.clipping import (
     unit_norms,
     unregister_head_bias,
 )
-from mlmia.defences.gradient_canaries import GradientCanaries, canary_settings
+from mlmia.defences.dp_settings import check_dp_model, dp_settings
+from mlmia.defences.gradient_canaries import GradientCanaries
 from mlmia.models.objectives import Objective, check_dp_objective
-from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
 
-ACCOUNTANTS = ("rdp", "prv", "gdp")
-UNITS = ("sample", "patient")
-#: faulty trainers the audit must catch (module docstring)
-FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate")
 #: the clipping norm standing in for "no clipping" when epsilon is null (noise 0 x C stays 0)
 NO_CLIP = 1e20
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def dp_settings(value) -> dict:
-    """A model's `dp:` setting with the config schema's defaults filled in
-    (`mlmia.vocabulary.schema.defaults`); a wrong key or value is a UserError (one line)."""
-    if not isinstance(value, dict):
-        raise UserError(f"model config: dp must be a mapping such as {{epsilon: 4, max_grad_norm: 1.0}}, got {value!r}")
-    out = defaults("models", "*", "dp")  # every key of the setting has one
-    unknown = sorted(set(value) - set(out))
-    if unknown:
-        raise UserError(f"model config: dp: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
-    out.update(value)
-    if out["epsilon"] is not None and not (_number(out["epsilon"]) and out["epsilon"] > 0):
-        raise UserError(f"model config: dp.epsilon must be a number > 0 or null (no DP), got {out['epsilon']!r}")
-    if out["delta"] is not None and not (_number(out["delta"]) and 0 < out["delta"] < 1):
-        raise UserError(
-            f"model config: dp.delta must lie in (0, 1) or be null (1 / training units), got {out['delta']!r}"
-        )
-    if not (_number(out["max_grad_norm"]) and out["max_grad_norm"] > 0):
-        raise UserError(f"model config: dp.max_grad_norm must be a number > 0, got {out['max_grad_norm']!r}")
-    if out["accountant"] not in ACCOUNTANTS:
-        raise UserError(
-            f"model config: dp.accountant must be one of {', '.join(ACCOUNTANTS)}, got {out['accountant']!r}"
-        )
-    if out["unit"] not in UNITS:
-        raise UserError(f"model config: dp.unit must be one of {', '.join(UNITS)}, got {out['unit']!r}")
-    if out["clipping"] not in ("auto", *CLIPPINGS):
-        raise UserError(
-            f"model config: dp.clipping must be one of auto, {', '.join(CLIPPINGS)}, got {out['clipping']!r}"
-        )
-    if out["clipping"] == "ghost" and out["unit"] == "patient":
-        raise UserError("model config: dp.clipping ghost needs unit sample (a patient's gradient is the mean of its "
-                        "lines' per-sample gradients, which ghost clipping never forms)")  # fmt: skip
-    if out["fault"] is not None:
-        if out["fault"] not in FAULTS:
-            raise UserError(f"model config: dp.fault must be one of {', '.join(FAULTS)}, got {out['fault']!r}")
-        if out["epsilon"] is None:
-            raise UserError("model config: dp.fault needs an epsilon (a claim the fault breaks)")
-    out["canaries"] = canary_settings(out["canaries"])
-    return out
 
 
 def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
@@ -216,8 +167,7 @@ class DpSgdStep:
     def settings(self, cfg: dict, groups) -> dict:
         dp = dp_settings(cfg["dp"])
         cfg["dp"] = dp  # train_info.json records the setting with its defaults
-        if cfg["pack"]:
-            raise UserError("model config: dp needs pack: false (a packed block mixes lines, so no line is one unit)")
+        check_dp_model(cfg)
         if dp["unit"] == "patient" and groups is None:
             raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")
         quiet_opacus_warnings()

@@ -48,6 +48,7 @@ import numpy as np
 from scipy import special, stats
 
 from mlmia.core.errors import UserError
+from mlmia.defences.dp_settings import canary_settings
 from mlmia.vocabulary.schema import defaults
 
 SCORES = ("likelihood_ratio", "alignment")
@@ -55,30 +56,6 @@ SCORES = ("likelihood_ratio", "alignment")
 DP_AUDIT = defaults("dp_audit")
 #: the observations in a trained model's directory
 RECORD_FILE = "gradient_canaries.npz"
-
-
-def canary_settings(value) -> dict | None:
-    """A DP model's `canaries` setting with the config schema's defaults filled in (those of
-    `dp_audit.gradient_canaries`; None: no gradient canaries); a wrong key or value is a
-    UserError (one line)."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise UserError(f"model config: dp.canaries must be a mapping such as {{count: 500}}, got {value!r}")
-    out = defaults("models", "*", "dp", "canaries")
-    unknown = sorted(set(value) - set(out))
-    if unknown:
-        raise UserError(f"model config: dp.canaries: unknown key(s) {', '.join(unknown)} "
-                        f"(known: {', '.join(out)})")  # fmt: skip
-    out.update(value)
-    for key in ("count", "sentinels", "seed"):
-        if not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 0):
-            raise UserError(f"model config: dp.canaries.{key} must be an integer >= 0, got {out[key]!r}")
-    if out["count"] < 2:
-        raise UserError(f"model config: dp.canaries.count must be at least 2, got {out['count']}")
-    if not (isinstance(out["norm"], (int, float)) and math.isfinite(out["norm"]) and out["norm"] > 0):
-        raise UserError(f"model config: dp.canaries.norm must be a number > 0, got {out['norm']!r}")
-    return out
 
 
 def inclusion_bits(count: int, seed: int) -> np.ndarray:

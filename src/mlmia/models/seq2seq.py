@@ -32,6 +32,7 @@ from mlmia.models.batching import eval_mode, pad_rows, padded_batch
 from mlmia.models.loading import load_tokenizer, quiet_transformers, resolve_device
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
+from mlmia.models.settings import seq2seq_settings
 from mlmia.models.tokenizer import encode_text
 from mlmia.models.training import save_model
 from mlmia.models.training_batches import length_grouped_batches
@@ -40,25 +41,6 @@ from mlmia.vocabulary.schema import defaults
 log = get_logger(__name__)
 #: threads and device left out: the config schema's `training` section (what the workflow passes)
 TRAINING = defaults("training")
-
-
-def seq2seq_settings(config: dict | None) -> dict:
-    """The model config with the config schema's defaults of `shadow_mt.model` filled in
-    (`mlmia.vocabulary.schema.defaults`); an unknown key or a width that the heads do not divide is an error."""
-    config = dict(config or {})
-    out = defaults("shadow_mt", "model")  # every key of the model has one
-    unknown = sorted(k for k in config if k not in out)
-    if unknown:
-        raise UserError(f"translation model config: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
-    out.update(config)
-    if int(out["d_model"]) % int(out["attention_heads"]):
-        raise UserError(
-            f"translation model config: d_model {out['d_model']} is not a multiple of attention_heads "
-            f"{out['attention_heads']}"
-        )
-    if int(out["max_length"]) < 4:
-        raise UserError(f"translation model config: max_length must be at least 4, got {out['max_length']}")
-    return out
 
 
 def build_translation_model(config: dict | None, tokenizer):

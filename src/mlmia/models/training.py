@@ -43,24 +43,14 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.models.hub import quiet_transformers
 from mlmia.models.loading import load_tokenizer, resolve_device
-from mlmia.models.objectives import MaskedBatch, Objective, make_objective, objective_names
+from mlmia.models.objectives import MaskedBatch, Objective, make_objective
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
+from mlmia.models.settings import FROZEN_PARTS, model_settings
 from mlmia.models.training_batches import BatchBuilder, length_grouped_batches, pack_lines
 from mlmia.vocabulary.schema import defaults
 
 log = get_logger(__name__)
-
-#: what `freeze` may name, and the parameters of a BertForMaskedLM each holds ("weights": every
-#: matrix, embeddings included, so that only the biases and LayerNorms train: BitFit, Ben Zaken,
-#: Goldberg and Ravfogel, ACL 2022; under DP, Bu, Wang, Zha and Karypis, "Differentially private
-#: bias-term fine-tuning of foundation models", ICML 2024)
-FROZEN_PARTS = {
-    "word_embeddings": ("bert.embeddings.word_embeddings.weight",),
-    "embeddings": ("bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
-                   "bert.embeddings.token_type_embeddings.weight"),
-    "weights": (),
-}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,37 +85,6 @@ def training_autocast(dev, precision: str):
 
 # --------------------------------------------------------------------------------------------
 # training
-
-
-def model_settings(config: dict | None) -> dict:
-    """The model config with defaults filled in: the training settings of a `models:` entry,
-    each defaulting to the config schema's (`mlmia.vocabulary.schema.defaults`); unknown keys are an
-    error. The `dp` setting is left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
-    config = dict(config or {})
-    out = defaults("models", "*")
-    extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}
-    unknown = [k for k in config if k not in out and k not in extra]
-    if unknown:
-        raise UserError(f"model config: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(out))})")
-    out.update({k: v for k, v in config.items() if k in out})
-    if out["hidden_size"] % out["num_heads"]:
-        raise UserError(
-            f"model config: hidden_size {out['hidden_size']} is not a multiple of num_heads {out['num_heads']}"
-        )
-    if out["objective"] not in objective_names():
-        raise UserError(
-            f"model config: objective must be one of {', '.join(objective_names())}, got {out['objective']!r}"
-        )
-    if out["precision"] not in ("fp32", "bf16"):
-        raise UserError(f"model config: precision must be fp32 or bf16, got {out['precision']!r}")
-    freeze = out["freeze"]
-    if not (isinstance(freeze, list) and all(part in FROZEN_PARTS for part in freeze)):
-        raise UserError(f"model config: freeze must be a list of {', '.join(FROZEN_PARTS)}, got {freeze!r}")
-    if out["dp"] is not None and out["precision"] != "fp32":
-        raise UserError(
-            "model config: precision bf16 is not offered with dp (Opacus' per-sample gradients run in fp32)"
-        )
-    return out
 
 
 def save_model(model, tokenizer, directory: Path) -> None:

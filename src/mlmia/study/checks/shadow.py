@@ -33,7 +33,7 @@ def check_shadow_mt(config: dict) -> None:
     encoder-decoders (`mlmia.models.seq2seq.seq2seq_settings`, Alice's and Bob's), its subcorpora."""
     if not (config.get("shadow_mt") and has_world(config)):
         return
-    from mlmia.models.seq2seq import seq2seq_settings
+    from mlmia.models.settings import seq2seq_settings
     from mlmia.shadow.sizes import check_names, check_sizes
     from mlmia.world.parallel import subcorpus_documents
 

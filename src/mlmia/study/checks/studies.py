@@ -83,7 +83,7 @@ def check_dp_audit(config: dict) -> None:
         raise refused("dp_audit", "no model the workflow trains has a dp setting: the DP audit would audit nothing")
     gradient = audit["gradient_canaries"]
     if gradient["count"]:
-        from mlmia.defences.gradient_canaries import canary_settings
+        from mlmia.defences.dp_settings import canary_settings
 
         try:
             canary_settings({key: gradient[key] for key in ("count", "sentinels", "norm", "seed")})

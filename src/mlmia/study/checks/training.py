@@ -1,8 +1,8 @@
 """The trainer's own rules on the settings of every model the workflow trains, applied when the
 config is read, not when the model's job starts: the settings exactly as the training rule passes
 them (`Study.training_spec`), checked as the training job checks them (`mlmia.training_job`:
-`mlmia.models.training.model_settings`, `mlmia.models.objectives.check_dp_objective`,
-`mlmia.defences.dp_sgd.dp_settings`), each refusal under the config key the settings came from."""
+`mlmia.models.settings.model_settings`, `mlmia.models.objectives.check_dp_objective`,
+`mlmia.defences.dp_settings`), each refusal under the config key the settings came from."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from mlmia.vocabulary.schema import defaults
 #: how the trainer names a setting in its refusals: "model config: <key> <what>" (dp.<key> for dp's)
 TRAINER_PREFIX = "model config: "
 _SETTING = re.compile(r"^(\w+(?:\.\w+)*):? (.*)$")
-#: the parts DP-SGD's ghost clipping needs frozen (mlmia.defences.clipping: the tied word embeddings)
-GHOST_FROZEN = ("word_embeddings", "embeddings")
 
 
 def under_key(exc: UserError, key: str) -> UserError:
@@ -32,10 +30,11 @@ def under_key(exc: UserError, key: str) -> UserError:
 
 def check_settings(settings: dict, key: str) -> None:
     """A trained model's settings as the training job checks them (`mlmia.training_job.training_settings`),
-    and the DP rules the DP-SGD loop applies once it has the model (packing, ghost clipping)."""
-    from mlmia.defences.dp_sgd import dp_settings
+    with the rules DP-SGD's step applies to the model's other settings (`check_dp_model`: packing,
+    ghost clipping)."""
+    from mlmia.defences.dp_settings import check_dp_model, dp_settings
     from mlmia.models.objectives import check_dp_objective
-    from mlmia.models.training import model_settings
+    from mlmia.models.settings import model_settings
 
     try:
         cfg = model_settings(settings)
@@ -48,18 +47,9 @@ def check_settings(settings: dict, key: str) -> None:
     except UserError as exc:
         raise refused(f"{key}.dp", str(exc).removeprefix(TRAINER_PREFIX)) from None
     try:
-        dp = dp_settings(cfg["dp"])
+        check_dp_model({**cfg, "dp": dp_settings(cfg["dp"])})
     except UserError as exc:
         raise under_key(exc, key) from None
-    # the DP-SGD loop's (mlmia.defences.dp_sgd.train_mlm_dp, mlmia.defences.clipping.clipping_mode)
-    if cfg["pack"]:
-        raise refused(f"{key}.pack", "dp needs pack: false (a packed block mixes lines, so no line is one unit)")
-    if dp["clipping"] == "ghost" and not set(GHOST_FROZEN) & set(cfg["freeze"]):
-        raise refused(
-            f"{key}.dp.clipping",
-            "ghost needs the tied word embeddings frozen (freeze: [word_embeddings]): ghost clipping refuses a "
-            "parameter two layers read",
-        )
 
 
 def check_training(study) -> None:

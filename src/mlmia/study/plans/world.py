@@ -28,7 +28,7 @@ def world_plan(study) -> Plan:
         files={"dp_private_text": study.path(DP_PRIVATE_TEXT), "wikipedia": study.path(WIKIPEDIA_REGISTER)},
         settings={
             "corpus": config["corpus"],
-            "dp_corpus": config["dp_corpus"],
+            "dp_corpus": config.get("dp_corpus", {}),  # none given: the library fills the schema's
             "samples": config["samples"],
             "tokenizer": config["tokenizer"],
             # the Wikipedia register's draw: the world's seed
