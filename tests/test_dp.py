@@ -909,3 +909,19 @@ def test_the_families_of_bounds_share_the_confidence():
 
     assert joint_confidence(0.95, 3) == pytest.approx(1 - 0.05 / 3)
     assert joint_confidence(0.95, 1) == pytest.approx(0.95) and joint_confidence(0.95, 0) == pytest.approx(0.95)
+
+
+def test_ghost_clipping_needs_the_tied_word_embeddings_frozen_by_any_part_that_freezes_them():
+    """check_dp_model (the trainer's and the config checks' rule): word_embeddings, embeddings and
+    weights (every matrix, BitFit) each freeze BERT's word embeddings; nothing frozen does not."""
+    from mlmia.defences.dp_settings import check_dp_model, dp_settings
+    from mlmia.models.settings import model_settings
+
+    def cfg(freeze):
+        out = model_settings({"freeze": freeze, "dp": {"epsilon": 8, "clipping": "ghost"}})
+        return {**out, "dp": dp_settings(out["dp"])}
+
+    for freeze in (["word_embeddings"], ["embeddings"], ["weights"]):
+        check_dp_model(cfg(freeze))
+    with pytest.raises(UserError, match="ghost needs the tied word embeddings frozen"):
+        check_dp_model(cfg([]))

@@ -180,7 +180,7 @@ def test_the_library_reads_the_defaults_validation_fills():
     for section in sections:
         assert list(config[section].items()) == list(defaults(section).items()), section
     # x-fill-defaults: validation writes only these into a model entry and its dp setting; the
-    # trainer fills the rest (mlmia.models.training.model_settings, mlmia.defences.dp_sgd.dp_settings)
+    # trainer fills the rest (mlmia.models.settings.model_settings, mlmia.defences.dp_settings.dp_settings)
     entry = config["models"]["m"]
     assert set(entry) == {"dp", "freeze"} and "canaries" not in entry["dp"]
     assert defaults("models", "*", "dp") == {**entry["dp"], "canaries": None}

@@ -24,7 +24,7 @@ FROZEN_PARTS = {
 def model_settings(config: dict | None) -> dict:
     """The model config with defaults filled in: the training settings of a `models:` entry,
     each defaulting to the config schema's (`mlmia.vocabulary.schema.defaults`); unknown keys are an
-    error. The `dp` setting is left as given: DP-SGD checks it (`mlmia.defences.dp_sgd.dp_settings`)."""
+    error. The `dp` setting is left as given: DP-SGD checks it (`mlmia.defences.dp_settings.dp_settings`)."""
     config = dict(config or {})
     out = defaults("models", "*")
     extra = {"init", "reference", "corpus", "text", "description", "threads", "path", "role", "kind", "label"}

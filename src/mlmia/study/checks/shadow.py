@@ -30,7 +30,7 @@ def check_shadow(config: dict) -> None:
 
 def check_shadow_mt(config: dict) -> None:
     """The shadow protocol on the translation target: its corpus (`mlmia.world.parallel`), its
-    encoder-decoders (`mlmia.models.seq2seq.seq2seq_settings`, Alice's and Bob's), its subcorpora."""
+    encoder-decoders (`mlmia.models.settings.seq2seq_settings`, Alice's and Bob's), its subcorpora."""
     if not (config.get("shadow_mt") and has_world(config)):
         return
     from mlmia.models.settings import seq2seq_settings

@@ -73,7 +73,7 @@ def check_dexposure(config: dict) -> None:
 
 def check_dp_audit(config: dict) -> None:
     """The DP audit's canary counts against their minimums, under the dp_audit keys: the gradient
-    canaries every DP model trains with (`mlmia.defences.gradient_canaries.canary_settings`), and
+    canaries every DP model trains with (`mlmia.defences.dp_settings.canary_settings`), and
     the one-run audit's canaries of the models trained on dp_private."""
     if "dp_audit" not in config:
         return
