@@ -10,7 +10,7 @@ EXTRACT = STUDY.plan("extraction")
 # study leaves holds one
 rule extraction_values:
     input:
-        EXTRACT.files["phi"],
+        **EXTRACT.files["values_inputs"],
     output:
         temp(EXTRACT.files["values"]),
     log:

@@ -381,6 +381,7 @@ def fails_as_its_rule_runs_it(script: str, capsys, **parts) -> str:
 
 FILE_CASES = [
     "file-extraction-phi-without-value",
+    "file-extraction-phi-unknown-sample",
     "file-reference-pool-without-text",
     "file-raw-noteevents-without-text",
 ]
@@ -391,8 +392,19 @@ def test_a_users_file_is_named_by_file_and_key(case_id, elsewhere, capsys):
     out = elsewhere / "out.parquet"
     if case_id == "file-extraction-phi-without-value":
         line = fails_as_its_rule_runs_it("extraction_values.py", capsys, params={"phi": "phi_no_value.csv", "corpus": None},
+                                         input={"phi": "phi_no_value.csv", "samples": "samples.parquet"},
                                          output=[str(out)])  # fmt: skip
         assert line == "mlmia: error: config key extraction.phi: phi_no_value.csv: missing column(s) value"
+    elif case_id == "file-extraction-phi-unknown-sample":  # checked against the samples before any model is read
+        pd.DataFrame({"sample_id": ["s0"], "group_id": ["p0"], "text": ["Dr Ann Lee saw him"]}).to_parquet(
+            "samples.parquet"
+        )
+        pd.DataFrame({"sample_id": ["s9"], "kind": ["name"], "value": ["Ann Lee"]}).to_csv("phi.csv", index=False)
+        line = fails_as_its_rule_runs_it("extraction_values.py", capsys, params={"phi": "phi.csv", "corpus": None},
+                                         input={"phi": "phi.csv", "samples": "samples.parquet"},
+                                         output=[str(out)])  # fmt: skip
+        assert line == "mlmia: error: config key extraction.phi: phi.csv: row 0: sample_id is not in the dataset"
+        assert "Ann" not in line  # no value in a message
     elif case_id == "file-reference-pool-without-text":
         pd.DataFrame({"sample_id": ["d0"], "group_id": ["d"]}).to_csv("pool.csv", index=False)
         line = fails_as_its_rule_runs_it(

@@ -32,9 +32,10 @@ def extraction_plan(study) -> Plan:
         targets=list(report.values()),
         outputs={"report": report},
         files={
-            # the user's PHI table (none: the embedded world's patients)
-            "phi": [phi] if phi else [],
             "samples": study.path(samples(config["dataset"])),
+            # the values job's inputs: the user's PHI table and the samples it is checked against before any
+            # model is read (none: the embedded world's patients, built again in memory)
+            "values_inputs": {"phi": phi, "samples": study.path(samples(config["dataset"]))} if phi else {},
             # the values themselves: temporary, so that no file the study leaves holds one
             "values": path("phi.parquet"),
             "infilled": [path(f"infill/{model}.parquet") for model in models],
@@ -45,8 +46,8 @@ def extraction_plan(study) -> Plan:
             "extraction": config,
             "corpus": study.config.get("corpus"),
             "phi": phi,
-            # where the values come from, as messages name it
-            "where": f"extraction.phi ({phi})" if phi else "the world's PHI",
+            # where the values come from, as messages name it (the user's file under its key: naming_keys)
+            "where": phi if phi else "the world's PHI",
             "style": study.figure_style,
         },
         resources={"infill": study.resources("scoring")},
