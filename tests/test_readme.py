@@ -1,4 +1,5 @@
-"""The README's bring-your-own and scoring examples, extracted from the README (not copied).
+"""The manual's runnable examples, extracted from where they are printed (not copied): the
+bring-your-own audit from README.md, scoring a model from docs/byo.md (`EXAMPLES`).
 
 `make test` runs them on the CI world: a fresh copy of the workflow with the
 `config/ci.yaml`, holding the CI run's samples, models and tables, the examples'
@@ -20,9 +21,18 @@ from workflow_helpers import REPO, copy_workflow
 DEFAULT_K = 10
 
 
-def section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
-    start = text.index(f"## {title}")
+#: each example: the page that prints it and its section's heading
+EXAMPLES = {
+    "bring_your_own": ("README.md", "Bring your own model and corpus"),
+    "scoring": ("docs/byo.md", "Scoring a model"),
+}
+
+
+def section(example: str) -> str:
+    """The section of its page that prints `example` (`EXAMPLES`), to the next heading of its level."""
+    page, title = EXAMPLES[example]
+    text = (REPO / page).read_text()
+    start = text.index(f"\n## {title}\n") + 1
     end = text.find("\n## ", start + 3)
     return text[start : end if end > 0 else None]
 
@@ -68,8 +78,8 @@ def ci_world(ci_run, tmp_path_factory):
 
 
 def check_bring_your_own_example(workdir, replace: dict[str, str], added_config: str = "") -> None:
-    text = section("Bring your own: audit your model on your corpus")
-    config = blocks(text, "yaml", replace)[0]  # the worked example (the next one adds extraction)
+    text = section("bring_your_own")
+    config = blocks(text, "yaml", replace)[0]  # the worked example
     name = re.search(r"save this as `([^`]+)`", text).group(1)
     (workdir / name).write_text(config + added_config)
     (commands,) = blocks(text, "bash", replace)
@@ -88,7 +98,7 @@ def check_bring_your_own_example(workdir, replace: dict[str, str], added_config:
 
 
 def check_scoring_example(workdir, replace: dict[str, str]) -> None:
-    text = section("Scoring a model")
+    text = section("scoring")
     (commands,) = blocks(text, "bash", replace)
     run_lines(commands, workdir)
     out = workdir / re.search(r"--out (\S+)", commands).group(1)
@@ -99,6 +109,19 @@ def check_scoring_example(workdir, replace: dict[str, str]) -> None:
     # the workflow scored the same samples with the same masks: the same energies
     workflow = pd.read_parquet(workdir / as_read("results/default/scores/clinical/base.masked.parquet", replace))
     assert scores.energy.to_numpy() == pytest.approx(workflow.energy.to_numpy(), abs=1e-5)
+
+
+def test_the_examples_are_where_the_tests_read_them():
+    """Each example's page still prints it the way the tests below read it (no workflow run)."""
+    byo = section("bring_your_own")
+    config = yaml.safe_load(blocks(byo, "yaml", {})[0])
+    assert {"run", "datasets", "models", "audit"} <= set(config)
+    assert re.search(r"save this as `([^`]+)`", byo)
+    (commands,) = blocks(byo, "bash", {})
+    assert "--configfile my_audit.yaml" in commands and "audit.md" in commands
+    (commands,) = blocks(section("scoring"), "bash", {})
+    assert commands.strip().startswith(".venv/bin/mlmia score")
+    assert re.search(r"--out (\S+)", commands) and re.search(rf"--patterns {DEFAULT_K}\b", commands)
 
 
 def test_the_bring_your_own_example_runs_on_the_ci_world(ci_world):
