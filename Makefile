@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-default test-fast bench install lint format clean
+.PHONY: run test test-default test-fast bench install lint format config-docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 	$(BIN)/snakefmt Snakefile rules
+
+# config/README.md, written from the config schemas (tests/test_config_docs.py fails when it is stale).
+config-docs: $(STAMP)
+	$(BIN)/python -m mlmia.study.config_docs > config/README.md.tmp && mv config/README.md.tmp config/README.md
 
 clean:
 	rm -rf results/* .snakemake
