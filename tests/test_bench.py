@@ -81,3 +81,27 @@ def test_a_pool_reference_plays_the_target_with_its_own_split_as_membership():
     # trained i2b2 sample and Base's held-in members leave; the population stays
     assert out.to_dict() == {"m1": "member", "m2": "nonmember", "n1": "member", "n2": "nonmember",
                              "i2": "nonmember", "p1": "population"}  # fmt: skip
+
+
+def test_compare_results_finds_a_changed_cell_a_missing_file_and_ignores_pdf_dates_and_logs(tmp_path):
+    import pandas as pd
+    from compare_results import compare
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    for folder, value, date in ((before, 0.5, b"D:2026"), (after, 0.5, b"D:2027")):
+        (folder / "tables").mkdir(parents=True)
+        (folder / "logs").mkdir()
+        (folder / "tables" / "t.md").write_text("| a |\n")
+        (folder / "logs" / "x.tsv").write_text(str(date))  # logs differ: left out
+        (folder / "f.pdf").write_bytes(b"%PDF /CreationDate (" + date + b") body")
+        pd.DataFrame({"auc": [value], "n": [3]}).to_parquet(folder / "m.parquet")
+    assert compare(before, after) == ([], 3)
+    pd.DataFrame({"auc": [0.6], "n": [3]}).to_parquet(after / "m.parquet")
+    (after / "tables" / "new.csv").write_text("x\n")
+    (after / "f.pdf").write_bytes(b"%PDF /CreationDate (D:2027) other body")
+    lines, same = compare(before, after)
+    assert same == 1 and lines == [
+        "differs: f.pdf",
+        "differs: m.parquet (values differ in ['auc'])",
+        "only in after: tables/new.csv",
+    ]
