@@ -186,6 +186,10 @@ CASES = [
      ["config key imported.datasets.long.files: unknown slot {modle} (use {root}, {model}, {set})"]),
     ("imported-files-without-set", "paper_scores.yaml", {"imported.datasets.long.files": "{root}/long/{model}.txt"},
      ["config key imported.datasets.long.files: needs {set}: without it every set would read one file"]),
+    # the vocabulary check: kinds the world gives its patients
+    ("audit-cards-vocabulary-kind-unknown", "ci.yaml", {"audit_cards.vocabulary_kinds": ["surname", "nope"]},
+     ["config key audit_cards.vocabulary_kinds[1]: 'nope' is not a kind the embedded world gives its patients "
+      "(first_name, surname, physician, state)"]),
     # 7. the names the studies give their own models are reserved
     ("reserved-pool-reference", "ci.yaml", {"models.pool_ref_0": {"corpus": "domain"}},
      ["config key models.pool_ref_0: a name the workflow gives its own models (pool_ref_*"]),
@@ -260,6 +264,7 @@ PASSES = [
     ("shadow-slices-full", "ci.yaml", {"shadow.shadows": 4, "shadow.slice_share": 0.25}),
     ("samples-at-the-world", "ci.yaml", {"samples.counts.member.mimic": {"short": 125, "long": 125}}),
     ("dexposure-entity-of-a-measured-class", "ci.yaml", {"dexposure.entities": {"PERSON": "Ann"}}),
+    ("audit-cards-vocabulary-kinds-chosen", "ci.yaml", {"audit_cards.vocabulary_kinds": ["surname"]}),
 ]  # fmt: skip
 
 

@@ -117,7 +117,10 @@ def test_the_extraction_plan_reads_back_the_target_and_the_reference(study):
     plan, config = study.plan("extraction"), study.config["extraction"]
     assert plan.settings["models"] == [config["target"], config["reference"]]
     assert [Path(p).name for p in plan.files["infilled"]] == [f"{m}.parquet" for m in plan.settings["models"]]
-    assert {Path(p).name for p in plan.report} == {"table_extraction.md", "fig_extraction.png", "findings.md"}
+    assert {Path(p).name for p in plan.report} == {"table_extraction.md", "fig_extraction.png", "findings.md",
+                                                   "table_vocabulary.md"}  # fmt: skip
+    # the vocabulary check of the two models it reads back (the audit cards read every audited model's)
+    assert [Path(p).name for p in plan.files["vocabularies"]] == [f"{m}.csv" for m in plan.settings["models"]]
 
 
 def test_the_dp_plan_audits_every_dp_target_and_is_built_by_snakemake_dp(study):
