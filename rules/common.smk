@@ -212,3 +212,12 @@ def vocabulary_inputs(wildcards):
     source = tokenizer_source(wildcards.model)
     tokenizer = {} if is_hub_id(source) else {"tokenizer": source}
     return {"identifiers": EXTRACT.files["identifiers"]} | tokenizer
+
+
+def card_inputs(wildcards):
+    """What a model's audit card reads (rules/cards.smk, whose plan is CARDS): the files its plan
+    names, and the model's own directory (its digest is the card's provenance) unless it is a hub id.
+    """
+    model = wildcards.model
+    own = model_input_of(model)
+    return CARDS.files["inputs"][model] | ({"model": own} if own else {})

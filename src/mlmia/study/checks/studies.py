@@ -122,7 +122,8 @@ def check_imported(config: dict) -> None:
 def check_audit_cards(config: dict) -> None:
     """The vocabulary check's kinds: on the embedded world's values (no extraction.phi), among the
     kinds it gives each patient (`mlmia.world.patient_phi.IDENTIFYING_KINDS`); a user's PHI table's
-    kinds are checked by the job that reads it."""
+    kinds are checked by the job that reads it. (The cards' models and experiments need the tables
+    spec: the cards' plan refuses them, `mlmia.study.plans.cards`.)"""
     kinds = config["audit_cards"]["vocabulary_kinds"]
     if kinds is None or not has_world(config) or config["extraction"].get("phi"):
         return
