@@ -76,7 +76,7 @@ def membership_lines(result: dict, settings: dict) -> list[str]:
 
     def count(half, role):
         found = split[half].get(role, {"patients": 0, "samples": 0})
-        return f"{found['patients']} {role} patients ({found['samples']} samples)"
+        return f"{found['patients']} {role.replace('nonmember', 'non-member')} patients ({found['samples']} samples)"
 
     length = experiment["length"] or "all"
     lines = [
@@ -173,6 +173,7 @@ def canary_lines(exposure: pd.DataFrame, membership_metrics: pd.DataFrame, secti
         f"exact, in bits; at most log2 |R| = {space:.1f}) after {section['epochs']} epochs.",
         "",
         markdown_table(["insertions", "canaries", "mean exposure", "min – max"], body),
+        "",
     ]
     found = membership_metrics[(membership_metrics["canaries"].astype(str) == "all")
                                & (membership_metrics["metric"] == "auc") & membership_metrics["replicate"].isna()]  # fmt: skip
