@@ -110,11 +110,11 @@ def test_only_the_kinds_asked_for_and_an_unknown_kind_in_one_line(tiny):
 def test_a_users_phi_table_in_each_form_gives_values_with_their_roles():
     samples = pd.DataFrame({
         "sample_id": ["s1", "s2", "s3"], "group_id": ["a", "a", "b"], "role": ["member", "member", "nonmember"],
-        "source": "clinic", "text": ["Seen by Dr. Kidney today", "Kidney follows up", "Jones was admitted"],
+        "source": "clinic", "text": ["Seen by Dr. Kidney today", "KIDNEY follows up", "Jones was admitted"],
     })  # fmt: skip
     offsets = pd.DataFrame({"sample_id": ["s1", "s2", "s3"], "kind": "surname", "start": [12, 0, 0], "end": [18, 6, 5]})
     found = user_values(samples, offsets.astype(str))
-    # the same value in two of a's samples is one value; each patient's role from the samples
+    # the same value in two of a's samples (in two cases) is one value; each patient's role from the samples
     assert sorted(map(tuple, found[["group_id", "role", "value"]].to_numpy())) == [
         ("a", "member", "Kidney"), ("b", "nonmember", "Jones")]  # fmt: skip
     by_sample = pd.DataFrame({"sample_id": ["s3"], "kind": "surname", "value": ["Jones"]})

@@ -40,8 +40,9 @@ COLUMNS = ["model", "tokenizer", "vocabulary_size", "kind", "row", "role", "vers
 def user_values(samples: pd.DataFrame, phi: pd.DataFrame, where: str = "extraction.phi") -> pd.DataFrame:
     """A user's PHI table (`mlmia.memorization.extraction.named_spans`'s three forms) as values:
     group_id, role, source, kind, value. Offsets give the text they span in their sample; values
-    per sample take the sample's patient; values per patient stand as given. Each patient's role
-    and source come from the sample table (`unknown` for a patient it does not hold)."""
+    per sample take the sample's patient; values per patient stand as given; a patient's value
+    written in two cases is one value (the first as written). Each patient's role and source come
+    from the sample table (`unknown` for a patient it does not hold)."""
     from mlmia.memorization.extraction import check_values, named_spans, phi_form
 
     form = phi_form(phi, where)
@@ -64,9 +65,9 @@ def user_values(samples: pd.DataFrame, phi: pd.DataFrame, where: str = "extracti
     patients = samples.drop_duplicates("group_id").set_index("group_id")
     values["role"] = values["group_id"].map(patients["role"]).fillna("unknown").astype(str)
     values["source"] = values["group_id"].map(patients["source"]).fillna("").astype(str) if "source" in patients else ""
-    return values.drop_duplicates(["group_id", "kind", "value"]).reset_index(drop=True)[
-        ["group_id", "role", "source", "kind", "value"]
-    ]
+    # one value per patient and kind whatever its case, as extraction counts it (`named_spans`): the first as written
+    once = ~values.assign(key=values["value"].str.casefold()).duplicated(["group_id", "kind", "key"])
+    return values[once].reset_index(drop=True)[["group_id", "role", "source", "kind", "value"]]
 
 
 def chosen_kinds(
