@@ -224,6 +224,7 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
 # --------------------------------------------------------------------------- the cards of the CI run
 
 
+@pytest.mark.slow  # dp_eps8's card reads its DP audit: run alone, this builds it (tests/test_dp.py shares it)
 def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
     from test_extraction import assert_no_phi, world_phi_pattern
 
