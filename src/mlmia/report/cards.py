@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -228,8 +229,8 @@ def vocabulary_lines(rows: pd.DataFrame, section: dict) -> list[str]:
 
 
 def _read(inputs: dict, key: str):
-    path = inputs[key]
-    return json.loads(open(path).read()) if path.endswith(".json") else pd.read_csv(path)
+    path = Path(inputs[key])
+    return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path)
 
 
 def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str, dict]:
