@@ -217,7 +217,7 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
     text = outputs["card"].read_text()
     for key in every:
         assert f"Not run: no {key} here." in text
-    assert "## Not run\n\nPHI extraction (no extraction here); Canary exposure" in text
+    assert "## Not run\n\nPHI extraction: no extraction here; Canary exposure: no canaries here;" in text
     assert json.loads(outputs["numbers"].read_text())["dp"] == "not run"
 
 

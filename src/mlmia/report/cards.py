@@ -262,7 +262,7 @@ def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str,
             rows = _read(inputs, "vocabulary")
             lines += vocabulary_lines(rows, section)
             numbers[key] = rows.to_dict(orient="records")
-    not_run = [f"{SECTIONS[k]} ({sections[k]['why']})" for k in SECTIONS if not sections[k]["run"]]
+    not_run = [f"{SECTIONS[k]}: {sections[k]['why']}" for k in SECTIONS if not sections[k]["run"]]
     lines += ["", "## Not run", "", "; ".join(not_run) + "." if not_run else "Every section ran for this model."]
     lines += ["", "## Provenance", "", *_provenance_lines(provenance)]
     numbers["provenance"] = provenance
