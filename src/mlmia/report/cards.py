@@ -186,14 +186,20 @@ def canary_lines(exposure: pd.DataFrame, membership_metrics: pd.DataFrame, secti
 
 def dp_lines(record: dict, section: dict) -> list[str]:
     """The DP audit of the model: claimed and accountant epsilon, each audit's lower bound, checks, verdict."""
-    accountant = record["accountant"]
-    claimed = (
-        "none (the same loop without clipping or noise)" if section["claimed"] is None else f"{section['claimed']:g}"
-    )
+    accountant, private = record["accountant"], section["claimed"] is not None
     eps = accountant["accountant_epsilon"]
-    lines = [f"- claimed ε (models.{record['target']}.dp.epsilon): {claimed}; the accountant's: "
-             f"{'no DP' if not math.isfinite(eps) else f'{eps:.3f}'} at δ = {accountant['delta']:.3g} "
-             f"({accountant['unit']} level)."]  # fmt: skip
+    if not private or not math.isfinite(eps):
+        lines = [f"- claimed ε (models.{record['target']}.dp.epsilon): none, DP-SGD's loop without clipping or noise "
+                 "(the audit's baseline)."]  # fmt: skip
+    else:
+        lines = [f"- claimed ε (models.{record['target']}.dp.epsilon): {section['claimed']:g}; the accountant's: "
+                 f"{eps:.3f} at δ = {accountant['delta']:.3g} ({accountant['unit']} level)."]  # fmt: skip
+    patient = accountant.get("patient_epsilon")
+    if patient is not None and math.isfinite(patient):
+        delta = "δ ≥ 1: vacuous" if accountant["patient_vacuous"] else f"δ = {accountant['patient_delta']:.3g}"
+        lines.append(f"- patient level (the patient with the most lines, group privacy unless the training is per "
+                     f"patient): ε = {patient:.3f}, {delta}; the membership section's patient level compares with "
+                     "this.")  # fmt: skip
     for audit in record["canary_audits"]:
         lines.append(f"- {audit['audit']} one-run audit ({audit['guesses']} guesses, {audit['correct']} correct): "
                      f"ε ≥ {_number(audit['epsilon_lb'])}.")  # fmt: skip
@@ -205,9 +211,10 @@ def dp_lines(record: dict, section: dict) -> list[str]:
     failed = [check["check"] for check in record["checks"] if not check["passed"]]
     checks = "none" if not record["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed))
     verdict = "passes" if not record["failures"] else "**FAILS**: " + "; ".join(record["failures"])
-    lines += [f"- mechanism checks: {checks}.", f"- verdict (confidence {section['confidence']:g}): {verdict}.",
-              "- ε covers the weights given the tokenizer: the vocabulary lies outside the guarantee (the vocabulary "
-              "check below)."]  # fmt: skip
+    lines += [f"- mechanism checks: {checks}.", f"- verdict (confidence {section['confidence']:g}): {verdict}."]
+    if private:
+        lines.append("- ε covers the weights given the tokenizer: the vocabulary lies outside the guarantee (the "
+                     "vocabulary check below).")  # fmt: skip
     return lines
 
 
