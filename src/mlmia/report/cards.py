@@ -286,6 +286,9 @@ def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list
                 f"{_interval(strongest['value'], strongest['interval'])} on the report half")  # fmt: skip
         if paper is not None and found["strongest"] != settings["paper_attack"]:
             text += f"; the paper's attack {_interval(paper['auc']['value'], paper['auc']['interval'])}"
+        for name in (b for b in settings["baselines"] if b in found["attacks"]):
+            baseline = found["attacks"][name]["auc"]
+            text += f"; `{name}`, which reads no model, {_interval(baseline['value'], baseline['interval'])}"
         lines.append(text + " (0.5: chance).")
     if sections["dp"]["run"]:
         record = _read(inputs, "dp_record")
