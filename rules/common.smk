@@ -197,3 +197,27 @@ def dp_audit_inputs(wildcards):
             "samples": samples_path(item["dataset"]),
         }
     return inputs
+
+
+def tokenizer_source(model):
+    """The tokenizer a model ships with: the one its config names (`models.<name>.tokenizer`), else
+    its own directory's (or hub id's)."""
+    return STUDY.model_tokenizer(model) or STUDY.model_dir(model)
+
+
+def vocabulary_inputs(wildcards):
+    """What one model's vocabulary check reads (rules/extraction.smk, whose plan is EXTRACT): the
+    identifying values, and its tokenizer's directory or file unless that is a hub id.
+    """
+    source = tokenizer_source(wildcards.model)
+    tokenizer = {} if is_hub_id(source) else {"tokenizer": source}
+    return {"identifiers": EXTRACT.files["identifiers"]} | tokenizer
+
+
+def card_inputs(wildcards):
+    """What a model's audit card reads (rules/cards.smk, whose plan is CARDS): the files its plan
+    names, and the model's own directory (its digest is the card's provenance) unless it is a hub id.
+    """
+    model = wildcards.model
+    own = model_input_of(model)
+    return CARDS.files["inputs"][model] | ({"model": own} if own else {})

@@ -68,3 +68,59 @@ rule extraction_report:
         code=library_code("extraction_report.py"),
     script:
         "../workflow/scripts/extraction_report.py"
+
+
+# The vocabulary check (mlmia.memorization.vocabulary_check): each patient's identifying values with
+# its role (the world's names, physicians and states, or the user's PHI table), temporary as the
+# values above; each model's counts from its own tokenizer; the table of the target and the reference.
+rule extraction_identifiers:
+    input:
+        **EXTRACT.files["values_inputs"],
+    output:
+        temp(EXTRACT.files["identifiers"]),
+    log:
+        result("logs/extraction/identifiers.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        corpus=EXTRACT.settings["corpus"],
+        phi=EXTRACT.settings["phi"],
+        code=library_code("extraction_identifiers.py"),
+    script:
+        "../workflow/scripts/extraction_identifiers.py"
+
+
+rule extraction_vocabulary:
+    input:
+        unpack(vocabulary_inputs),
+    output:
+        EXTRACT.files["vocabulary"],
+    log:
+        result("logs/extraction/vocabulary/{model}.log"),
+    benchmark:
+        result("benchmarks/extraction/vocabulary/{model}.tsv")
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings=EXTRACT.settings["vocabulary"],
+        tokenizer=lambda wildcards: tokenizer_source(wildcards.model),
+        code=library_code("extraction_vocabulary.py"),
+    script:
+        "../workflow/scripts/extraction_vocabulary.py"
+
+
+rule extraction_vocabulary_table:
+    input:
+        EXTRACT.files["vocabularies"],
+    output:
+        **plan_outputs(EXTRACT, "vocabulary"),
+    log:
+        result("logs/extraction/vocabulary_table.log"),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        values_from=EXTRACT.settings["vocabulary_from"],
+        caption=EXTRACT.caption,
+        code=library_code("extraction_vocabulary_table.py"),
+    script:
+        "../workflow/scripts/extraction_vocabulary_table.py"

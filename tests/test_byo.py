@@ -195,12 +195,9 @@ def test_no_text_reaches_a_log_table_figure_or_the_report(audit_run):
     assert MARKER.encode() in (audit_run / "results/planted/samples/notes.parquet").read_bytes()  # the check can fail
 
 
-def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
-    # the user names a span in each member and non-member sample (its third word, by character
-    # offsets on the sample table's ids); every span is read back by both models, one unit each.
-    # (This tiny target memorises too little to give words back: its per-token top-1 on members is
-    # 9% against 7% on non-members, so the rates are not checked here; tests/test_extraction.py
-    # trains a model that must give a planted value back.)
+def extraction_overlay(audit_run) -> str:
+    """An extraction on the user's data: a span in each member and non-member sample (its third word, by
+    character offsets on the sample table's ids) in userdata/phi.csv, and the overlay that names it."""
     import re
 
     samples = pd.read_parquet(audit_run / "results/planted/samples/notes.parquet")
@@ -211,7 +208,17 @@ def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
     overlay = {"extraction": {"dataset": "notes", "target": "target", "reference": "reference", "sources": ["clinic"],
                               "phi": "userdata/phi.csv", "top_k": 5, "bootstrap": 50}}  # fmt: skip
     (audit_run / "extraction.yaml").write_text(yaml.safe_dump(overlay))
-    run_snakemake(audit_run, "extraction", "--configfile", "byo.yaml", "extraction.yaml")
+    return "extraction.yaml"
+
+
+def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
+    # the user names a span in each member and non-member sample; every span is read back by both models, one
+    # unit each. (This tiny target memorises too little to give words back: its per-token top-1 on members is
+    # 9% against 7% on non-members, so the rates are not checked here; tests/test_extraction.py trains a model
+    # that must give a planted value back.)
+    run_snakemake(audit_run, "extraction", "--configfile", "byo.yaml", extraction_overlay(audit_run))
+    samples = pd.read_parquet(audit_run / "results/planted/samples/notes.parquet")
+    chosen = samples[samples.role.isin(["member", "nonmember"])]
     rates = pd.read_csv(audit_run / "results/planted/extraction/rates.csv")
     cells = rates[(rates.kind == "all") & (rates.level == "sample") & (rates.metric == "top1")]
     counts = chosen.role.value_counts()
@@ -220,3 +227,34 @@ def test_extraction_on_your_own_data_reads_every_span_the_user_names(audit_run):
     assert set(cells.model) == {"target", "reference"} and cells.value.between(0, 1).all()
     assert not (audit_run / "results/planted/extraction/phi.parquet").exists()
     assert MARKER not in (audit_run / "results/planted/tables/table_extraction.md").read_text()
+
+
+def test_an_audit_card_per_target_of_your_own_audit(audit_run):
+    # the audit's two targets each get a card; the extraction's target its rates; both the vocabulary check of
+    # the user's spans (the third word of each member's and non-member's sample: a word of the records, which the
+    # 400-entry vocabulary, learnt on them with minimum frequency 1, holds whole)
+    run_snakemake(audit_run, "audit_cards", "--configfile", "byo.yaml", extraction_overlay(audit_run))
+    cards = audit_run / "results/planted/cards"
+    assert sorted(p.name for p in cards.iterdir()) == ["control.json", "control.md", "target.json", "target.md"]
+    target, control = (cards / "target.md").read_text(), (cards / "control.md").read_text()
+    assert "## PHI extraction\n\nEach PHI value" in target
+    assert "## PHI extraction\n\nNot run: the extraction study reads back extraction.target (target)." in control
+    numbers = json.loads((cards / "target.json").read_text())
+    assert numbers["membership"]["levels"]["sample"]["attacks"]["likelihood_ratio"]["auc"]["value"] > 0.7
+    shares = pd.DataFrame(numbers["vocabulary"]).query("row == 'share'").set_index("role")
+    # by hand: each patient's distinct spans, lowercased, looked up in the target's tokenizer.json
+    vocab = set(json.loads((audit_run / "models/target/tokenizer.json").read_text())["model"]["vocab"])
+    samples = pd.read_parquet(audit_run / "results/planted/samples/notes.parquet").set_index("sample_id")
+    spans = pd.read_csv(audit_run / "userdata/phi.csv")
+    spans["group_id"] = samples.loc[spans.sample_id, "group_id"].to_numpy()
+    spans["role"] = samples.loc[spans.sample_id, "role"].to_numpy()
+    spans["value"] = [samples.loc[i, "text"][a:b] for i, a, b in zip(spans.sample_id, spans.start, spans.end)]
+    spans = spans.drop_duplicates(["group_id", "value"]).assign(whole=lambda t: t.value.str.lower().isin(vocab))
+    for role, part in spans.groupby("role"):
+        assert (shares.loc[role, "whole"], shares.loc[role, "values"]) == (part.whole.sum(), len(part)), role
+    assert 0 < shares.loc["member", "value"] < 1
+    assert (
+        "extraction.phi" in target
+        and "Canary exposure\n\nNot run: the canary study runs on the embedded world only" in target
+    )
+    assert not any(MARKER in p.read_text() for p in cards.iterdir())

@@ -186,6 +186,17 @@ CASES = [
      ["config key imported.datasets.long.files: unknown slot {modle} (use {root}, {model}, {set})"]),
     ("imported-files-without-set", "paper_scores.yaml", {"imported.datasets.long.files": "{root}/long/{model}.txt"},
      ["config key imported.datasets.long.files: needs {set}: without it every set would read one file"]),
+    # the audit cards: models and experiments the tables spec audits, kinds the world gives its patients
+    ("audit-cards-model-not-audited", "ci.yaml", {"audit_cards.models": ["base", "ref_domain"]},
+     ["config key audit_cards.models: 'ref_domain' is not an audited model", "(a configured model an experiment"]),
+    ("audit-cards-experiment-of-another-target", "ci.yaml", {"audit_cards.experiments": {"base": "large_long_mimic"}},
+     ["config key audit_cards.experiments.base: 'large_long_mimic' is not an experiment of the tables spec that "
+      "targets 'base'"]),
+    ("audit-cards-experiments-not-audited", "ci.yaml", {"audit_cards.experiments": {"ref_domain": "base_long_mimic"}},
+     ["config key audit_cards.experiments.ref_domain: not an audited model"]),
+    ("audit-cards-vocabulary-kind-unknown", "ci.yaml", {"audit_cards.vocabulary_kinds": ["surname", "nope"]},
+     ["config key audit_cards.vocabulary_kinds[1]: 'nope' is not a kind the embedded world gives its patients "
+      "(first_name, surname, physician, state)"]),
     # 7. the names the studies give their own models are reserved
     ("reserved-pool-reference", "ci.yaml", {"models.pool_ref_0": {"corpus": "domain"}},
      ["config key models.pool_ref_0: a name the workflow gives its own models (pool_ref_*"]),
@@ -260,6 +271,8 @@ PASSES = [
     ("shadow-slices-full", "ci.yaml", {"shadow.shadows": 4, "shadow.slice_share": 0.25}),
     ("samples-at-the-world", "ci.yaml", {"samples.counts.member.mimic": {"short": 125, "long": 125}}),
     ("dexposure-entity-of-a-measured-class", "ci.yaml", {"dexposure.entities": {"PERSON": "Ann"}}),
+    ("audit-cards-chosen", "ci.yaml", {"audit_cards.models": ["large"], "audit_cards.experiments": {"base": "base_long_i2b2"},
+                                       "audit_cards.vocabulary_kinds": ["surname"]}),
 ]  # fmt: skip
 
 

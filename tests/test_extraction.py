@@ -282,7 +282,7 @@ def test_the_world_gives_each_patient_its_phi_and_the_templates_that_write_it_ar
     from test_corpus import TINY
 
     from mlmia.world.corpus import build_world
-    from mlmia.world.patient_phi import PHI_KINDS
+    from mlmia.world.patient_phi import IDENTIFYING_KINDS, PHI_KINDS, identifying_values
 
     world = build_world(TINY)
     samples, phi = world["samples"], world["phi"]
@@ -297,11 +297,61 @@ def test_the_world_gives_each_patient_its_phi_and_the_templates_that_write_it_ar
         assert holding and holding <= found[kind], (template, kind)
     # every dose is found between its drug and "mg", in the medication lines
     assert set(plain[plain.sample_id.isin(found["dose"])].kind) <= {"m_med", "m_dcmed", "m_course", "i_med", "i_course"}
+    # the vocabulary check's values: one per patient and identifying kind, the first name and surname its name's
+    values = identifying_values(samples, phi)
+    patients = plain.drop_duplicates("group_id").set_index("group_id")
+    assert list(dict.fromkeys(values["kind"])) == list(IDENTIFYING_KINDS)
+    assert (values.groupby("kind").size() == len(patients)).all() and values["value"].notna().all()
+    wide = values.pivot(index="group_id", columns="kind", values="value")
+    assert ((wide["first_name"] + " " + wide["surname"]) == patients["name"].reindex(wide.index)).all()
+    assert (values["role"].to_numpy() == patients["role"].reindex(values["group_id"]).to_numpy()).all()
+
+
+def world_phi_pattern(config: str = "ci.yaml") -> re.Pattern:
+    """Every PHI value of the world's patients and every first name, as whole words (doses aside: bare
+    numbers, which every table holds)."""
+    from mlmia.world.corpus import build_world
+    from mlmia.world.patient_phi import identifying_values
+
+    corpus = yaml.safe_load((REPO / "config" / config).read_text())["corpus"]
+    world = build_world(corpus)
+    phi = world["phi"]
+    names = identifying_values(world["samples"], phi)
+    values = set(phi[phi.kind != "dose"].value) | set(names[names.kind == "first_name"].value)
+    values = sorted(values, key=len, reverse=True)
+    return re.compile(rb"(?<![A-Za-z0-9])(" + b"|".join(re.escape(v.encode()) for v in values) + rb")(?![A-Za-z0-9])")
+
+
+def assert_no_phi(run, files, pattern: re.Pattern) -> int:
+    """No file of `files` (text files; a Parquet file is a table whose strings the caller checks) holds
+    a value `pattern` matches; the number of files read."""
+    texts = [p for p in files if p.is_file() and p.suffix != ".parquet"]
+    for path in texts:
+        assert not pattern.search(path.read_bytes()), f"{path.relative_to(run)} holds a PHI value"
+    return len(texts)
+
+
+def hand_count_of_the_vocabulary(run) -> dict:
+    """{(kind, role): (whole entries, values)} of the CI world's names in Base's vocabulary, counted in
+    plain Python: one name per patient from corpus/world.parquet (first name, then surname), BERT
+    uncased's normalization (lowercase, accents stripped), a look-up in tokenizer.json's vocabulary."""
+    import json
+    import unicodedata
+
+    vocab = set(json.loads((run / "models/base/tokenizer.json").read_text())["model"]["vocab"])
+    world = pd.read_parquet(run / "corpus/world.parquet")
+    patients = world[world.variant == "plain"].drop_duplicates("group_id")
+    counts = {}
+    for name, role in zip(patients["name"], patients["role"]):
+        first, last = name.rsplit(" ", 1)
+        for kind, value in (("first_name", first), ("surname", last)):
+            text = "".join(c for c in unicodedata.normalize("NFD", value.lower()) if unicodedata.category(c) != "Mn")
+            whole, n = counts.get((kind, role), (0, 0))
+            counts[kind, role] = (whole + (text in vocab), n + 1)
+    return counts
 
 
 def test_snakemake_extraction_runs_on_the_ci_world_and_writes_no_phi(ci_run):
-    from mlmia.world.corpus import build_world
-
     run_snakemake(ci_run, "extraction", "--configfile", "test_config.yaml")
     run = ci_run / "results/ci"
     rates = pd.read_csv(run / "extraction/rates.csv")
@@ -312,22 +362,22 @@ def test_snakemake_extraction_runs_on_the_ci_world_and_writes_no_phi(ci_run):
     assert "# PHI extraction by infilling" in (run / "tables/table_extraction.md").read_text()
     assert (run / "figures/fig_extraction.png").stat().st_size > 0
     assert not (run / "extraction/phi.parquet").exists()  # the values table is temporary
-    # no value of the world's patients in any file the study leaves (doses are bare numbers, which
-    # every table holds; the figure is drawn from the rates and counts grepped here)
-    corpus = yaml.safe_load((REPO / "config/ci.yaml").read_text())["corpus"]
-    phi = build_world(corpus)["phi"]
-    values = sorted(set(phi[phi.kind != "dose"].value), key=len, reverse=True)
-    pattern = re.compile(
-        rb"(?<![A-Za-z0-9])(" + b"|".join(re.escape(v.encode()) for v in values) + rb")(?![A-Za-z0-9])"
-    )
+    assert not (run / "extraction/identifiers.parquet").exists()  # so is the vocabulary check's
+    # the vocabulary check of both models, its counts those of a count by hand (names only: the world's file)
+    vocabulary = pd.read_csv(run / "extraction/vocabulary.csv")
+    assert set(vocabulary.model) == {"base", "ref_domain"} and set(vocabulary.vocabulary_size) == {1500}
+    shares = vocabulary[(vocabulary.model == "base") & (vocabulary.row == "share")].set_index(["kind", "role"])
+    for key, (whole, n) in hand_count_of_the_vocabulary(run).items():
+        assert (shares.loc[key, "whole"], shares.loc[key, "values"]) == (whole, n), key
+    assert set(shares.index.get_level_values("kind")) == {"first_name", "surname", "physician", "state"}
+    assert "## ref_domain" in (run / "tables/table_vocabulary.md").read_text()
+    # no value of the world's patients in any file the study leaves (the figure is drawn from the rates and
+    # counts grepped here)
     files = [
         p for folder in ("extraction", "logs/extraction", "benchmarks/extraction") for p in (run / folder).rglob("*")
     ]
-    files += [run / "tables/table_extraction.md"]
-    texts = [p for p in files if p.is_file() and p.suffix != ".parquet"]
-    assert len(texts) >= 9
-    for path in texts:
-        assert not pattern.search(path.read_bytes()), f"{path.relative_to(run)} holds a PHI value"
+    files += [run / "tables/table_extraction.md", run / "tables/table_vocabulary.md"]
+    assert assert_no_phi(run, files, world_phi_pattern()) >= 14
     for path in (run / "extraction/infill").glob("*.parquet"):  # flags and counts, no string but ids and kinds
         table = pd.read_parquet(path)
         assert set(table.columns) == {"sample_id", "group_id", "kind", "value_id", "n_tokens", "occurrences", "top1",

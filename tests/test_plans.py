@@ -17,7 +17,7 @@ from mlmia.study.plans import ALL, STUDIES, WORKFLOW_RULES, Caption, Plan
 from mlmia.study.study import Study
 from mlmia.vocabulary.layout import TOKENIZER
 
-REPORTED = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp")
+REPORTED = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp", "audit_cards")
 
 
 def load(name):
@@ -117,7 +117,10 @@ def test_the_extraction_plan_reads_back_the_target_and_the_reference(study):
     plan, config = study.plan("extraction"), study.config["extraction"]
     assert plan.settings["models"] == [config["target"], config["reference"]]
     assert [Path(p).name for p in plan.files["infilled"]] == [f"{m}.parquet" for m in plan.settings["models"]]
-    assert {Path(p).name for p in plan.report} == {"table_extraction.md", "fig_extraction.png", "findings.md"}
+    assert {Path(p).name for p in plan.report} == {"table_extraction.md", "fig_extraction.png", "findings.md",
+                                                   "table_vocabulary.md"}  # fmt: skip
+    # the vocabulary check of the two models it reads back (the audit cards read every audited model's)
+    assert [Path(p).name for p in plan.files["vocabularies"]] == [f"{m}.csv" for m in plan.settings["models"]]
 
 
 def test_the_dp_plan_audits_every_dp_target_and_is_built_by_snakemake_dp(study):
@@ -262,7 +265,7 @@ print(json.dumps(out))
 #: each study's own rule file
 OWN_RULES = {"shadow": "rules/shadow.smk", "shadow_mt": "rules/shadow.smk", "world": "rules/corpus.smk",
              "canaries": "rules/canaries.smk", "dexposure": "rules/dexposure.smk", "extraction": "rules/extraction.smk",
-             "dp": "rules/dp.smk"}  # fmt: skip
+             "dp": "rules/dp.smk", "audit_cards": "rules/cards.smk"}  # fmt: skip
 
 
 def test_a_studys_rule_file_is_included_exactly_when_its_plan_is(tmp_path):
@@ -284,10 +287,10 @@ def test_a_studys_rule_file_is_included_exactly_when_its_plan_is(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
     expected_plans = {
-        "ci": {"shadow", "shadow_mt", "world", "canaries", "dexposure", "extraction", "dp"},
-        "no_translation_target_no_dp": {"shadow", "world", "canaries", "dexposure", "extraction"},
-        "no_shadow": {"world", "canaries", "dexposure", "extraction", "dp"},
-        "no_world": set(),
+        "ci": {"shadow", "shadow_mt", "world", "canaries", "dexposure", "extraction", "dp", "audit_cards"},
+        "no_translation_target_no_dp": {"shadow", "world", "canaries", "dexposure", "extraction", "audit_cards"},
+        "no_shadow": {"world", "canaries", "dexposure", "extraction", "dp", "audit_cards"},
+        "no_world": set(),  # imported scores: no configured model to audit
     }
     for name, path in zip(variants, configs):
         included, plans = found[path]["included"], set(found[path]["plans"])

@@ -142,3 +142,18 @@ def test_package_data_a_module_reads_counts_as_its_code(tmp_path):
                                                  "hidden_size: {type: integer, minimum: 8, default: 256}"))  # fmt: skip
     assert _digest_with(tmp_path, train) != before[train]
     assert _digest_with(tmp_path, metrics) == before[metrics]
+
+
+def test_what_a_result_was_made_from_is_named_by_content(tmp_path):
+    from mlmia.core.provenance import config_digest, file_digest
+
+    # a config's digest: the same however its keys are ordered, another for another value
+    assert config_digest({"a": 1, "b": {"c": [1, 2]}}) == config_digest({"b": {"c": [1, 2]}, "a": 1})
+    assert config_digest({"a": 1}) != config_digest({"a": 2})
+    # a file's and a directory's: its bytes, and a directory's file names too
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "weights.bin").write_bytes(b"\x00" * 10)
+    before = file_digest(tmp_path / "model")
+    assert len(before) == 16 and file_digest(tmp_path / "model" / "weights.bin") != before
+    (tmp_path / "model" / "weights.bin").rename(tmp_path / "model" / "other.bin")
+    assert file_digest(tmp_path / "model") != before

@@ -17,6 +17,9 @@ the library (a user's plug-in) cannot be seen in the source: the rule names thos
 extras.
 
 `SourceTree.graph` is the same reading as an import graph (the import-cycle test).
+
+What a result was made from, named by content: `config_digest` (a validated config) and
+`file_digest` (a file, or a directory's files), read by the audit cards' provenance.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import json
 import os
 import re
 from functools import cache
@@ -259,4 +263,29 @@ def script_digest(script: str | os.PathLike, *extra: str) -> str:
     outside = sorted(set(extra) - set(inside))
     if outside:
         digest.update(module_digest(*outside).encode())
+    return digest.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- what a result was made from
+
+
+def config_digest(config: dict) -> str:
+    """A short sha256 of a config as validated (defaults filled in), keys sorted: two runs with the
+    same settings give the same digest, however their files spell them (an audit card's provenance)."""
+    text = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """A short sha256 of a file's bytes, or of a directory's files (each file's path relative to it
+    and its bytes, in sorted order): what a result read, named by content (an audit card's provenance)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(file.relative_to(path).as_posix().encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()[:16]

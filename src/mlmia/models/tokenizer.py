@@ -330,3 +330,56 @@ def content_tokens(tokenizer, texts) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     enc = encode_text(tokenizer, texts, add_special_tokens=False, return_attention_mask=False, verbose=False)
     return np.array([len(ids) for ids in enc["input_ids"]], dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- whole vocabulary entries
+
+
+class VocabularyReader:
+    """Reads text as a model's tokenizer does, to tell whether a value is one entry of its
+    vocabulary (the vocabulary check: `mlmia.memorization.vocabulary_check`). `source`: a saved
+    tokenizer directory (its `tokenizer.json` is read with the `tokenizers` library alone, without
+    transformers or torch), else whatever `mlmia.models.loading.load_tokenizer` loads (a `vocab.txt`,
+    an old BERT directory, a hub id in the local cache). The tokenizer's own normalizer and
+    pre-tokenizer apply (BERT uncased: lowercase, accents stripped)."""
+
+    def __init__(self, source: str | os.PathLike) -> None:
+        path = Path(source)
+        saved = path / "tokenizer.json"
+        self._slow = None
+        if path.is_dir() and saved.is_file():
+            from tokenizers import Tokenizer
+
+            self._backend = Tokenizer.from_file(str(saved))
+        else:
+            from mlmia.models.loading import load_tokenizer
+
+            loaded = load_tokenizer(source)
+            self._backend = loaded.backend_tokenizer if getattr(loaded, "is_fast", False) else None
+            self._slow = None if self._backend is not None else loaded
+        if self._backend is not None:
+            # a special token's string in a value is read as its characters, as everywhere text is read
+            with contextlib.suppress(AttributeError):
+                self._backend.encode_special_tokens = True
+            unknown = getattr(self._backend.model, "unk_token", None)
+            self.unk_id = self._backend.token_to_id(unknown) if unknown else None
+            self.size = int(self._backend.get_vocab_size(with_added_tokens=True))
+        else:
+            self.unk_id = self._slow.unk_token_id
+            self.size = len(self._slow)
+
+    def ids(self, text: str) -> list[int]:
+        """The token ids of `text`, without the tokens the tokenizer adds ([CLS], [SEP])."""
+        if self._backend is not None:
+            return list(self._backend.encode(text, add_special_tokens=False).ids)
+        return list(self._slow.convert_tokens_to_ids(self._slow.tokenize(text)))
+
+    def whole(self, value: str) -> bool:
+        """Whether `value` is one entry of the vocabulary: read alone, or after a space (where a
+        byte-level BPE vocabulary holds a word's in-text form), it is exactly one token, not the
+        unknown token."""
+        for text in (value, " " + value):
+            ids = self.ids(text)
+            if len(ids) == 1 and ids[0] != self.unk_id:
+                return True
+        return False

@@ -43,3 +43,29 @@ def patient_phi(patients: Iterable) -> pd.DataFrame:
             rows += [(p.pid, "drug", med.drug, "", ""), (p.pid, "dose", med.dose, f"{med.drug} ", " mg")]
         rows += [(p.pid, "rare_diagnosis", dx, "", "") for dx in p.rare_dx]
     return pd.DataFrame(rows, columns=["group_id", "kind", "value", "left", "right"]).drop_duplicates(ignore_index=True)
+
+
+#: the kinds of value that name a patient or say where they live: what the vocabulary check counts
+#: (`mlmia.memorization.vocabulary_check`); a first name is the world's too, though no template writes it alone
+IDENTIFYING_KINDS = ("first_name", "surname", "physician", "state")
+
+
+def identifying_values(samples: pd.DataFrame, phi: pd.DataFrame) -> pd.DataFrame:
+    """Each patient's identifying values (`IDENTIFYING_KINDS`), one row per patient and kind:
+    group_id, role, source, kind, value. `samples` is the world's sample table (its plain rows
+    name each patient's role, source and full name, first name then surname), `phi` its PHI table
+    (`patient_phi`: surname, physician, state)."""
+    plain = samples[samples["variant"] == "plain"].drop_duplicates("group_id")
+    patients = plain.set_index("group_id")[["role", "source", "name"]]
+    by_kind = phi[phi["kind"].isin(IDENTIFYING_KINDS)].drop_duplicates(["group_id", "kind"])
+    values = by_kind.pivot(index="group_id", columns="kind", values="value").reindex(patients.index)
+    surnames = values["surname"].astype(str)
+    names = patients["name"].astype(str)
+    if not all(name.endswith(" " + last) for name, last in zip(names, surnames)):
+        raise ValueError("the world's names do not end in their patients' surnames")
+    values["first_name"] = [name[: len(name) - len(last) - 1] for name, last in zip(names, surnames)]
+    rows = patients[["role", "source"]].join(values[list(IDENTIFYING_KINDS)]).reset_index()
+    long = rows.melt(id_vars=["group_id", "role", "source"], var_name="kind", value_name="value")
+    order = {kind: i for i, kind in enumerate(IDENTIFYING_KINDS)}
+    long = long.sort_values(["kind", "group_id"], key=lambda c: c.map(order) if c.name == "kind" else c)
+    return long.reset_index(drop=True)[["group_id", "role", "source", "kind", "value"]]

@@ -9,7 +9,7 @@ Every refusal is a `UserError` of one line naming the config key as the user wro
   sample table, a reference that is its own target or saw the patients;
 - `models`: where each model comes from, and no setting that cannot apply to it;
 - `world`: the sections only the embedded world reads, the samples it can give, the sources;
-- `studies`: the canaries', d-exposure's, the DP audit's and the imported scores' settings;
+- `studies`: the canaries', d-exposure's, the DP audit's, the imported scores' and the audit cards' settings;
 - `shadow`: the shadow protocols' subcorpora and sizes, derived from the config (no corpus built);
 - `training` (on the study): the trainer's own rules on every trained model's settings.
 
@@ -27,7 +27,13 @@ from mlmia.study.checks.names import (
     check_run,
 )
 from mlmia.study.checks.shadow import check_shadow, check_shadow_mt
-from mlmia.study.checks.studies import check_canaries, check_dexposure, check_dp_audit, check_imported
+from mlmia.study.checks.studies import (
+    check_audit_cards,
+    check_canaries,
+    check_dexposure,
+    check_dp_audit,
+    check_imported,
+)
 from mlmia.study.checks.world import check_extraction_sources, check_samples, check_world_sections
 
 #: the config's checks, in the order they run (what a later one reads, an earlier one has checked)
@@ -45,6 +51,7 @@ CHECKS = (
     check_canaries,
     check_dexposure,
     check_imported,
+    check_audit_cards,
     check_shadow,
     check_shadow_mt,
 )

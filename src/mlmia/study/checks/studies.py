@@ -117,3 +117,21 @@ def check_imported(config: dict) -> None:
             raise refused(key, "needs {set}: without it every set would read one file")
         if "model" not in slots and len(dataset["models"]) > 1:
             raise refused(key, "needs {model}: without it every model would read one file")
+
+
+def check_audit_cards(config: dict) -> None:
+    """The vocabulary check's kinds: on the embedded world's values (no extraction.phi), among the
+    kinds it gives each patient (`mlmia.world.patient_phi.IDENTIFYING_KINDS`); a user's PHI table's
+    kinds are checked by the job that reads it. (The cards' models and experiments need the tables
+    spec: the cards' plan refuses them, `mlmia.study.plans.cards`.)"""
+    kinds = config["audit_cards"]["vocabulary_kinds"]
+    if kinds is None or not has_world(config) or config["extraction"].get("phi"):
+        return
+    from mlmia.world.patient_phi import IDENTIFYING_KINDS
+
+    for i, kind in enumerate(kinds):
+        if kind not in IDENTIFYING_KINDS:
+            raise refused(
+                f"audit_cards.vocabulary_kinds[{i}]",
+                f"{kind!r} is not a kind the embedded world gives its patients ({', '.join(IDENTIFYING_KINDS)})",
+            )

@@ -7,8 +7,8 @@ declared here, once.
 The plans are the registry of studies (docs/adding_a_study.md): the tables spec's target groups
 (`all`, the paper's tables; `zoo`; `dp`, with the DP audit's own outputs: `groups`, `dp`), and each
 study in `STUDIES`: the embedded world (`world`), the shadow protocol on the MLM (`shadow`) and on a
-translation target (`shadow_mt`), canary exposure (`canaries`), d-exposure (`dexposure`) and PHI
-extraction (`extraction`), one module each. `Study.plans()` holds those the config runs, and the
+translation target (`shadow_mt`), canary exposure (`canaries`), d-exposure (`dexposure`), PHI
+extraction (`extraction`) and the audit cards over them all (`audit_cards`), one module each. `Study.plans()` holds those the config runs, and the
 Snakefile includes the rule files they name (`Study.rule_files()`).
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from mlmia.study.plans import canaries, dexposure, extraction, shadow, world
+from mlmia.study.plans import canaries, cards, dexposure, extraction, shadow, world
 from mlmia.study.plans.base import ALL, WORKFLOW_RULES, Caption, Plan, Registration, Resources, Shown
 from mlmia.study.plans.dp import DPTargets
 from mlmia.study.plans.groups import group_plan
@@ -34,6 +34,7 @@ STUDIES: dict[str, Registration] = {
         canaries.REGISTRATION,
         dexposure.REGISTRATION,
         extraction.REGISTRATION,
+        cards.REGISTRATION,
     )
 }
 

@@ -1,6 +1,9 @@
 """PHI extraction by infilling (`snakemake extraction`, config `extraction`, rules/extraction.smk):
 each PHI value of a patient (the embedded world's, or the spans a user names: `extraction.phi`)
-masked where its samples hold it and read back by the target and a reference. Counts and rates only."""
+masked where its samples hold it and read back by the target and a reference; and the vocabulary
+check (`mlmia.memorization.vocabulary_check`): how many of the patients' identifying values are whole
+entries of a model's vocabulary, for the target and the reference here and for every audited model
+in its audit card (`mlmia.study.plans.cards`). Counts and rates only."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from mlmia.study.plans.base import Caption, Plan, Registration, shown
 from mlmia.vocabulary.layout import samples
 
 RULES = "rules/extraction.smk"
+#: where the vocabulary check's values come from in the embedded world (mlmia.world.patient_phi.identifying_values)
+VOCABULARY_FROM_WORLD = "the embedded world's first names, surnames, physicians and states"
 
 
 def extraction_plan(study) -> Plan:
@@ -26,11 +31,12 @@ def extraction_plan(study) -> Plan:
         "figure": study.path("figures", "fig_extraction.png"),
     }
     shown_items = {"table": "rates table", "figure": "rates figure", "findings": "findings"}
+    vocabulary = {"csv": path("vocabulary.csv"), "table": study.path("tables", "table_vocabulary.md")}
     phi = config.get("phi")
     return Plan(
         target="extraction",
-        targets=list(report.values()),
-        outputs={"report": report},
+        targets=[*report.values(), *vocabulary.values()],
+        outputs={"report": report, "vocabulary": vocabulary},
         files={
             "samples": study.path(samples(config["dataset"])),
             # the values job's inputs: the user's PHI table and the samples it is checked against before any
@@ -40,6 +46,11 @@ def extraction_plan(study) -> Plan:
             "values": path("phi.parquet"),
             "infilled": [path(f"infill/{model}.parquet") for model in models],
             "infill": path("infill/{model}.parquet"),
+            # the vocabulary check: each patient's identifying values with its role (temporary, as the values),
+            # and each model's counts (any configured model: the audit cards read every audited model's)
+            "identifiers": path("identifiers.parquet"),
+            "vocabulary": path("vocabulary/{model}.csv"),
+            "vocabularies": [path(f"vocabulary/{model}.csv") for model in models],
         },
         settings={
             "models": models,
@@ -49,14 +60,24 @@ def extraction_plan(study) -> Plan:
             # where the values come from, as messages name it (the user's file under its key: naming_keys)
             "where": phi if phi else "the world's PHI",
             "style": study.figure_style,
+            # the vocabulary check's values, in words
+            "vocabulary_from": f"the PHI table {phi}" if phi else VOCABULARY_FROM_WORLD,
+            # the vocabulary check's kinds (null: every kind of the values) and its bootstrap: extraction's
+            "vocabulary": {
+                "kinds": study.config["audit_cards"]["vocabulary_kinds"],
+                "bootstrap": config["bootstrap"],
+                "seed": config["seed"],
+            },
         },
         resources={"infill": study.resources("scoring")},
         rules=(RULES,),
-        report=shown(report, shown_items, "PHI extraction"),
+        report=shown(report, shown_items, "PHI extraction")
+        | shown(vocabulary, {"table": "vocabulary check"}, "PHI extraction"),
         caption=Caption(
             "PHI extraction by infilling: each PHI value masked where its samples hold it and read back by the "
             f"target (``{models[0]}``) and the reference (``{models[1]}``); rates, their paired difference and the "
-            "findings. Counts and rates only: no value is shown."
+            "findings; and the vocabulary check: how many of the patients' identifying values are whole entries of each "
+            "model's vocabulary, by role. Counts and rates only: no value is shown."
         ),
     )
 

@@ -1,0 +1,349 @@
+"""The audit card of one model (`snakemake audit_cards`; docs/audit_cards.md): one page that answers a
+data owner, a report over what the workflow measured.
+
+`write_card` reads the files the card's plan names (`mlmia.study.plans.cards`: which sections the
+config runs for the model, decided there, never by which files exist) and writes the card as
+Markdown and its numbers as JSON:
+
+- membership inference (`mlmia.report.card_attacks`): the paper's attack and the strongest attack of
+  the model's experiment, at the sample and the patient level;
+- PHI extraction (the extraction study's rates and paired differences, all kinds pooled);
+- canary exposure (the canary target's exposure per insertion count at its last epoch, and the
+  canaries' membership test);
+- the DP audit (the target's audit record: the claimed and the accountant's epsilon, each audit's
+  lower bound, the mechanism checks, the verdict);
+- the vocabulary check (`mlmia.report.vocabulary`);
+- the sections not run, and why; the provenance: the config's digest, the code's, every input's,
+  the library's version and the date.
+
+Counts, rates and digests only: nothing here reads a sample's text, and no value of a patient reaches a card.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mlmia.attacks.base import get_attack
+from mlmia.core.io import write_text
+from mlmia.core.provenance import file_digest
+from mlmia.report.card_attacks import REPORT, SELECTION, membership
+from mlmia.report.markdown import markdown_table
+from mlmia.report.vocabulary import is_separated, vocabulary_markdown
+
+SECTIONS = {"extraction": "PHI extraction", "canaries": "Canary exposure", "dp": "Differential privacy",
+            "vocabulary": "Vocabulary check"}  # fmt: skip
+#: what a card's JSON holds for a section the config does not run
+NOT_RUN = "not run"
+
+
+def _number(value: float, digits: int = 3) -> str:
+    return "n.a." if value is None or not math.isfinite(value) else f"{value + 0.0:.{digits}f}"
+
+
+def _interval(value: float, interval, digits: int = 3, scale: float = 1.0, signed: bool = False) -> str:
+    """A number with its interval in brackets (where it has one)."""
+    sign = "+" if signed else ""
+    text = f"{value * scale + 0.0:{sign}.{digits}f}"
+    low, high = interval
+    if math.isfinite(low) and math.isfinite(high):
+        text += f" [{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]"
+    return text
+
+
+def _label(name: str) -> str:
+    return f"{get_attack(name).label} (`{name}`)"
+
+
+# --------------------------------------------------------------------------- membership
+
+
+def _tpr_cell(measure: dict, nonmembers: int, signed: bool = False) -> str:
+    if not math.isfinite(measure["value"]):
+        return f"not resolvable with {nonmembers} non-members"
+    return _interval(measure["value"], measure["interval"], 1, 100.0, signed)
+
+
+def membership_lines(result: dict, settings: dict) -> list[str]:
+    """The membership section: which experiment, how the halves were drawn, then per level the
+    paper's attack, the strongest and the baselines on the report half."""
+    experiment, fprs, paper = settings["experiment"], settings["fprs"], settings["paper_attack"]
+    split = result["split"]
+
+    def count(half, role):
+        found = split[half].get(role, {"patients": 0, "samples": 0})
+        return f"{found['patients']} {role.replace('nonmember', 'non-member')} patients ({found['samples']} samples)"
+
+    length = experiment["length"] or "all"
+    lines = [
+        f"Experiment `{experiment['name']}`: members against the non-members of source `{experiment['nonmembers']}`, "
+        f"{length} samples of `{experiment['dataset']}`, {experiment['energy']} energy, reference "
+        f"`{experiment['reference']}`. Each role's patients split in two halves (seed {settings['seed']}): the "
+        f"selection half, {count(SELECTION, 'member')} and {count(SELECTION, 'nonmember')}, chooses the strongest of "
+        f"{len(settings['attacks'])} attacks by AUC; the report half, {count(REPORT, 'member')} and "
+        f"{count(REPORT, 'nonmember')}, measures it beside the paper's attack, "
+        f"{_label(paper)}, chosen before looking. All members against all non-members of the half; 95% "
+        f"patient-bootstrap intervals over the report half ({settings['bootstrap']} resamples, every attack on the "
+        "same ones); TPR in percent.",
+    ]
+    header = ["level", "attack", "AUC", *(f"TPR at {100 * f:g}% FPR" for f in fprs), "members / non-members"]
+    body = []
+    for level, found in result["levels"].items():
+        units = f"{found['members']} / {found['nonmembers']}"
+        for name, measures in found["attacks"].items():
+            role = ("paper's, " if name == paper else "") + ("strongest" if name == found["strongest"] else "")
+            role = role.rstrip(", ") or "no model (baseline)"
+            cells = [_interval(measures["auc"]["value"], measures["auc"]["interval"])]
+            cells += [_tpr_cell(measures[f"tpr@{f:g}"], found["nonmembers"]) for f in fprs]
+            body.append([level, f"{_label(name)}: {role}", *cells, units])
+        if found["difference"]:
+            diff = found["difference"]
+            cells = [_interval(diff["auc"]["value"], diff["auc"]["interval"], signed=True)]
+            cells += [_tpr_cell(diff[f"tpr@{f:g}"], found["nonmembers"], signed=True) for f in fprs]
+            separated = "separated" if diff["auc"]["separated"] else "not separated"
+            body.append([level, f"strongest − paper's (paired; AUC {separated})", *cells, units])
+    lines += ["", markdown_table(header, body), ""]
+    for level, found in result["levels"].items():
+        ranked = sorted(found["selection_auc"].items(), key=lambda item: -item[1])
+        shown = ", ".join(f"`{name}` {value:.3f}" for name, value in ranked[:5])
+        more = f" and {len(ranked) - 5} more" if len(ranked) > 5 else ""
+        lines.append(f"- {level} level, AUC on the selection half: {shown}{more}.")
+    if settings["other_experiments"]:
+        lines += ["", f"This model's other experiments (the tables): {', '.join(settings['other_experiments'])}."]
+    return lines
+
+
+# --------------------------------------------------------------------------- the studies' sections
+
+
+def _rate(rates: pd.DataFrame, model: str, role: str, level: str, metric: str) -> str:
+    found = rates[(rates["model"] == model) & (rates["role"] == role) & (rates["level"] == level)
+                  & (rates["metric"] == metric) & (rates["kind"] == "all")]  # fmt: skip
+    if found.empty:
+        return "–"
+    row = found.iloc[0]
+    if row["value"] == 0:
+        return f"0 of {int(row['units'])}"
+    return _interval(row["value"], (row["ci_low"], row["ci_high"]), 1, 100.0)
+
+
+def extraction_lines(rates: pd.DataFrame, differences: pd.DataFrame, section: dict) -> list[str]:
+    """PHI extraction, all kinds pooled: the target's rates on members and non-members and the
+    reference's on members, and the two paired differences, per level and reading."""
+    target, reference, top_k = section["target"], section["reference"], section["top_k"]
+    body = []
+    for level in ("sample", "patient"):
+        for metric, reading in (("top1", "top-1"), ("topk", f"top-{top_k}")):
+            cells = [_rate(rates, target, "member", level, metric), _rate(rates, target, "nonmember", level, metric),
+                     _rate(rates, reference, "member", level, metric)]  # fmt: skip
+            for name in ("members_vs_nonmembers", "target_vs_reference"):
+                found = differences[(differences["comparison"] == name) & (differences["kind"] == "all")
+                                    & (differences["level"] == level) & (differences["metric"] == metric)]  # fmt: skip
+                row = found.iloc[0] if len(found) else None
+                cells.append("–" if row is None else _interval(row["difference"], (row["ci_low"], row["ci_high"]), 1,
+                                                               100.0, signed=True))  # fmt: skip
+            body.append([level, reading, *cells])
+    header = ["level", "reading", "members", f"non-members ({', '.join(section['sources'])})",
+              f"`{reference}` on members", "members − non-members", "target − reference"]  # fmt: skip
+    return [
+        "Each PHI value of a patient masked where a sample holds it and read back by this model and by "
+        f"`{reference}`, which never saw the patients; every kind pooled (tables/table_extraction.md has each kind). "
+        'Rates in percent with 95% patient-bootstrap intervals, differences in points (paired); "0 of n": no unit '
+        "gave its value back.",
+        "",
+        markdown_table(header, body),
+    ]
+
+
+def canary_lines(exposure: pd.DataFrame, membership_metrics: pd.DataFrame, section: dict) -> list[str]:
+    """Canary exposure at the canary target's last epoch per insertion count (exact), and the
+    canaries' membership test."""
+    last = exposure[(exposure["epoch"] == section["epochs"]) & (exposure["estimate"] == "exact")]
+    body = [[("never" if r.repetitions == 0 else f"{int(r.repetitions)}"), int(r.n_canaries), f"{r.mean:.2f}",
+             f"{r.min:.2f} – {r.max:.2f}"] for r in last.sort_values("repetitions").itertuples()]  # fmt: skip
+    space = float(last["log2_space"].iloc[0]) if len(last) else float("nan")
+    lines = [
+        f"A canary target of this model's shape and settings (canaries.shape), trained on the world's target corpus "
+        f"with secrets of {section['digits']} digits inserted {', '.join(map(str, section['repetitions']))} times (and "
+        f"some never); their exposure (Carlini et al. 2019, "
+        f"exact, in bits; at most log2 |R| = {space:.1f}) after {section['epochs']} epochs.",
+        "",
+        markdown_table(["insertions", "canaries", "mean exposure", "min – max"], body),
+        "",
+    ]
+    found = membership_metrics[(membership_metrics["canaries"].astype(str) == "all")
+                               & (membership_metrics["metric"] == "auc") & membership_metrics["replicate"].isna()]  # fmt: skip
+    for row in found.itertuples():
+        lines.append(f"- membership test on the canary sentences, {_label(row.attack)} against `{section['reference']}`"
+                     f": AUC {_interval(row.value, (row.ci_low, row.ci_high))}.")  # fmt: skip
+    return lines
+
+
+def dp_lines(record: dict, section: dict) -> list[str]:
+    """The DP audit of the model: claimed and accountant epsilon, each audit's lower bound, checks, verdict."""
+    accountant, private = record["accountant"], section["claimed"] is not None
+    eps = accountant["accountant_epsilon"]
+    if not private or not math.isfinite(eps):
+        lines = [f"- claimed ε (models.{record['target']}.dp.epsilon): none, DP-SGD's loop without clipping or noise "
+                 "(the audit's baseline)."]  # fmt: skip
+    else:
+        lines = [f"- claimed ε (models.{record['target']}.dp.epsilon): {section['claimed']:g}; the accountant's: "
+                 f"{eps:.3f} at δ = {accountant['delta']:.3g} ({accountant['unit']} level)."]  # fmt: skip
+    patient = accountant.get("patient_epsilon")
+    if patient is not None and math.isfinite(patient):
+        delta = "δ ≥ 1: vacuous" if accountant["patient_vacuous"] else f"δ = {accountant['patient_delta']:.3g}"
+        lines.append(f"- patient level (the patient with the most lines, group privacy unless the training is per "
+                     f"patient): ε = {patient:.3f}, {delta}; the membership section's patient level compares with "
+                     "this.")  # fmt: skip
+    for audit in record["canary_audits"]:
+        lines.append(f"- {audit['audit']} one-run audit ({audit['guesses']} guesses, {audit['correct']} correct): "
+                     f"ε ≥ {_number(audit['epsilon_lb'])}.")  # fmt: skip
+    if record["attacks"]:
+        best = max(record["attacks"], key=lambda row: row["epsilon_lb"])
+        which = f" ({_label(best['attack'])})" if best["epsilon_lb"] > 0 else " (no attack bounds it above 0)"
+        lines.append(f"- strongest attack bound over {len(record['attacks'])} attacks (threshold chosen on one half, "
+                     f"bound on the other, at FPR {section['fpr']:g}): ε ≥ {_number(best['epsilon_lb'])}{which}.")  # fmt: skip
+    failed = [check["check"] for check in record["checks"] if not check["passed"]]
+    checks = "none" if not record["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed))
+    verdict = "passes" if not record["failures"] else "**FAILS**: " + "; ".join(record["failures"])
+    lines += [f"- mechanism checks: {checks}.", f"- verdict (confidence {section['confidence']:g}): {verdict}."]
+    if private:
+        lines.append("- ε covers the weights given the tokenizer: the vocabulary lies outside the guarantee (the "
+                     "vocabulary check below).")  # fmt: skip
+    return lines
+
+
+def vocabulary_lines(rows: pd.DataFrame, section: dict) -> list[str]:
+    first = rows.iloc[0]
+    separated = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples() if is_separated(r.separated)})
+    return [
+        f"How many of the patients' identifying values ({section['values']}) this model's tokenizer "
+        f"({first['tokenizer']}, {int(first['vocabulary_size'])} entries) reads as one entry of its vocabulary: whole "
+        "entries / values per role (share in percent, 95% patient-bootstrap interval), and the paired differences in "
+        "points. The vocabulary ships with the model; a value kept whole because the training text repeats it tells "
+        f"members from others. Separated (interval excludes 0): {', '.join(separated) or 'none'}.",
+        "",
+        *vocabulary_markdown(rows),
+    ]
+
+
+# --------------------------------------------------------------------------- the card
+
+
+def _read(inputs: dict, key: str):
+    path = Path(inputs[key])
+    return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path)
+
+
+def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str, dict]:
+    """The card's Markdown and its numbers, from the files `inputs` names (`_card_inputs` of the plan)."""
+    model, sections = settings["model"], settings["sections"]
+    numbers = {"model": model, "membership": membership(pd.read_parquet(inputs["attack"]), settings)}
+    lines = [f"# Audit card: {model}", "", f"Model `{model}`, {settings['origin']}; run `{settings['run']}`.", ""]
+    lines += _summary(numbers["membership"], settings, sections, inputs)
+    lines += ["", "## Membership inference", "", *membership_lines(numbers["membership"], settings)]
+    for key, title in SECTIONS.items():
+        section = sections[key]
+        lines += ["", f"## {title}", ""]
+        if not section["run"]:
+            lines.append(f"Not run: {section['why']}.")
+            numbers[key] = NOT_RUN
+        elif key == "extraction":
+            rates, differences = _read(inputs, "extraction_rates"), _read(inputs, "extraction_differences")
+            lines += extraction_lines(rates, differences, section)
+            numbers[key] = rates[rates["kind"] == "all"].to_dict(orient="records")
+        elif key == "canaries":
+            exposure = _read(inputs, "canary_exposure")
+            lines += canary_lines(exposure, _read(inputs, "canary_membership"), section)
+            numbers[key] = exposure[exposure["epoch"] == section["epochs"]].to_dict(orient="records")
+        elif key == "dp":
+            record = _read(inputs, "dp_record")
+            lines += dp_lines(record, section)
+            numbers[key] = {k: record[k] for k in ("accountant", "canary_audits", "checks", "failures")}
+        else:
+            rows = _read(inputs, "vocabulary")
+            lines += vocabulary_lines(rows, section)
+            numbers[key] = rows.to_dict(orient="records")
+    not_run = [f"{SECTIONS[k]}: {sections[k]['why']}" for k in SECTIONS if not sections[k]["run"]]
+    lines += ["", "## Not run", "", "; ".join(not_run) + "." if not_run else "Every section ran for this model."]
+    lines += ["", "## Provenance", "", *_provenance_lines(provenance)]
+    numbers["provenance"] = provenance
+    return "\n".join(lines) + "\n", numbers
+
+
+def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list[str]:
+    """The card's first lines: the strongest attack's AUC at each level, the DP verdict, the vocabulary's separation."""
+    lines = []
+    for level, found in result["levels"].items():
+        strongest = found["attacks"][found["strongest"]]["auc"]
+        paper = found["attacks"].get(settings["paper_attack"])
+        text = (f"- {level} level: the strongest attack, `{found['strongest']}`, reaches AUC "
+                f"{_interval(strongest['value'], strongest['interval'])} on the report half")  # fmt: skip
+        if paper is not None and found["strongest"] != settings["paper_attack"]:
+            text += f"; the paper's attack {_interval(paper['auc']['value'], paper['auc']['interval'])}"
+        for name in (b for b in settings["baselines"] if b in found["attacks"]):
+            baseline = found["attacks"][name]["auc"]
+            text += f"; `{name}`, which reads no model, {_interval(baseline['value'], baseline['interval'])}"
+        lines.append(text + " (0.5: chance).")
+    if sections["dp"]["run"]:
+        record = _read(inputs, "dp_record")
+        lines.append(f"- DP audit: {'passes' if not record['failures'] else 'FAILS'}.")
+    if sections["vocabulary"]["run"]:
+        rows = _read(inputs, "vocabulary")
+        kinds = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples()
+                        if is_separated(r.separated) and r.value > 0})  # fmt: skip
+        lines.append(f"- vocabulary: members' values are whole entries more often than others' for "
+                     f"{', '.join(kinds) or 'no kind'}.")  # fmt: skip
+    return lines
+
+
+def provenance(inputs: dict[str, str], config_digest: str, code_digest: str) -> dict:
+    """What the card was made from: the config's and the code's digests, each input's, the library's
+    version and the date (UTC)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        library = version("mlmia")
+    except PackageNotFoundError:
+        library = "unknown"
+    return {"config": config_digest, "code": code_digest, "mlmia": library,
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "inputs": {key: {"path": str(path), "sha256": file_digest(path)} for key, path in inputs.items()}}  # fmt: skip
+
+
+def _provenance_lines(found: dict) -> list[str]:
+    body = [[key, f"`{item['path']}`", item["sha256"]] for key, item in found["inputs"].items()]
+    return [
+        f"Config digest {found['config']} (the validated config, defaults filled in); code digest {found['code']} "
+        f"(the library code the card's job runs); mlmia {found['mlmia']}; made {found['date']}. Inputs (sha256, first "
+        "16 hex digits; a directory: its files' names and bytes):",
+        "",
+        markdown_table(["input", "path", "sha256"], body),
+    ]
+
+
+def write_card(settings: dict, inputs: dict[str, str], outputs: dict[str, str], config_digest: str, code: str) -> None:
+    """The card of one model: `outputs["card"]` (Markdown) and `outputs["numbers"]` (JSON)."""
+    text, numbers = card(settings, inputs, provenance(inputs, config_digest, code))
+    write_text(text, outputs["card"])
+    write_text(json.dumps(_plain(numbers), indent=1) + "\n", outputs["numbers"])
+
+
+def _plain(value):
+    """`value` as plain JSON: numpy numbers as numbers, tuples as lists, NaN and infinity as null."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    return None if value is None or value is pd.NA else value

@@ -1,0 +1,222 @@
+"""The audit cards (`snakemake audit_cards`, config `audit_cards`, rules/cards.smk; docs/audit_cards.md):
+one page per audited model for a data owner, a report over what the other studies measured.
+
+The audited models are the configured models that an experiment of the tables spec targets (whose
+attack table the workflow builds: `Study.attack_experiments`), in the spec's order;
+`audit_cards.models` chooses among them. What a card holds is decided here, from the config alone:
+
+- membership inference: the attack table of one experiment of the model (`audit_cards.experiments`,
+  else the one with the most attacks: `card_experiment`), the paper's attack (the likelihood ratio
+  with the experiment's reference) and the strongest of that table's attacks;
+- PHI extraction: for the model `extraction.target`, when the extraction study runs;
+- canary exposure: for the model `canaries.shape`, whose shape and settings the canary target takes;
+- the DP audit: for a model with a `dp` setting that the DP audit audits (`Study.dp_targets`);
+- the vocabulary check: for every model, when the extraction study has identifying values (the
+  embedded world's, or `extraction.phi`);
+- provenance: always.
+
+Each section the config does not run for the model is written "not run", with the reason; no section
+depends on which files happen to exist."""
+
+from __future__ import annotations
+
+from mlmia.core.errors import UserError
+from mlmia.core.provenance import config_digest
+from mlmia.study.plans.base import Caption, Plan, Registration, Shown
+
+RULES = "rules/cards.smk"
+#: the paper's attack, chosen before looking: the likelihood ratio with the experiment's reference
+PAPER_ATTACK = "likelihood_ratio"
+#: a card experiment's length bucket, preferred in this order (None: all samples)
+LENGTH_ORDER = {None: 0, "long": 1, "short": 2}
+CATEGORY = "Audit cards"
+
+
+def audited_models(study) -> list[str]:
+    """The configured models that an experiment of the tables spec targets, in the spec's order, as
+    `audit_cards.models` chooses among them (null: all)."""
+    targets = [study.experiments[name].target for name in study.attack_experiments()]
+    audited = [model for model in dict.fromkeys(targets) if model in study.models]
+    for model in study.config["audit_cards"]["experiments"]:
+        if model not in audited:
+            raise UserError(
+                f"config key audit_cards.experiments.{model}: not an audited model (a configured model an experiment "
+                f"of the tables spec targets: {', '.join(audited) or 'none'})"
+            )
+    chosen = study.config["audit_cards"]["models"]
+    if chosen is None:
+        return audited
+    for model in chosen:
+        if model not in audited:
+            raise UserError(
+                f"config key audit_cards.models: {model!r} is not an audited model (a configured model an experiment "
+                f"of the tables spec targets: {', '.join(audited) or 'none'})"
+            )
+    return list(dict.fromkeys(chosen))
+
+
+def card_experiment(study, model: str) -> str:
+    """The experiment whose attack table a model's card reads: `audit_cards.experiments.<model>`, else
+    among the model's experiments the one with the most attacks, then masked energy, then all samples,
+    long, short, then the sample level, then the first in the spec (chosen from the config alone)."""
+    given = study.config["audit_cards"]["experiments"].get(model)
+    own = [name for name in study.attack_experiments() if study.experiments[name].target == model]
+    if given is not None:
+        if given not in own:
+            raise UserError(
+                f"config key audit_cards.experiments.{model}: {given!r} is not an experiment of the tables spec that "
+                f"targets {model!r} ({', '.join(own)})"
+            )
+        return given
+
+    def rank(item):
+        index, name = item
+        experiment = study.experiments[name]
+        return (-len(study.experiment_attacks(name)), experiment.energy != "masked",
+                LENGTH_ORDER.get(experiment.length, len(LENGTH_ORDER)), experiment.level != "sample", index)  # fmt: skip
+
+    return min(enumerate(own), key=rank)[1]
+
+
+def _origin(study, model: str) -> str:
+    """Where a model comes from, in words (the card's first line)."""
+    spec = study.models[model]
+    if "path" in spec:
+        return f"given by path ({spec['path']})"
+    text = f"trained by the workflow on the corpus {spec['corpus']}"
+    if spec.get("init"):
+        text += f", continuing {spec['init']}"
+    if spec.get("objective") not in (None, "mlm"):
+        text += f" with the objective {spec['objective']}"
+    return text
+
+
+def _sections(study, model: str) -> dict[str, dict]:
+    """Which studies the card reports for `model`: {section: {"run": bool, "why": reason when not, ...}}."""
+    from mlmia.study.plans import STUDIES
+
+    config = study.config
+    out = {}
+    extraction_runs = STUDIES["extraction"].runs(study)
+    target = config["extraction"]["target"]
+    if not extraction_runs:
+        out["extraction"] = {
+            "run": False,
+            "why": "no PHI to read back (the embedded world's patients, or extraction.phi)",
+        }
+    elif model != target:
+        out["extraction"] = {"run": False, "why": f"the extraction study reads back extraction.target ({target})"}
+    else:
+        out["extraction"] = {"run": True, "target": target, "reference": config["extraction"]["reference"],
+                             "top_k": config["extraction"]["top_k"], "sources": config["extraction"]["sources"]}  # fmt: skip
+    shape = config["canaries"]["shape"]
+    if not STUDIES["canaries"].runs(study):
+        out["canaries"] = {"run": False, "why": "the canary study runs on the embedded world only"}
+    elif model != shape:
+        out["canaries"] = {"run": False, "why": f"the canary target takes the shape of canaries.shape ({shape})"}
+    else:
+        canaries = config["canaries"]
+        out["canaries"] = {"run": True, "digits": canaries["digits"], "epochs": max(canaries["epochs"]),
+                           "repetitions": sorted(set(canaries["repetitions"])), "reference": canaries["reference"]}  # fmt: skip
+    dp = study.models[model].get("dp")
+    if dp is None:
+        out["dp"] = {"run": False, "why": f"not a DP model (models.{model} has no dp setting)"}
+    elif model not in study.dp_targets():
+        out["dp"] = {"run": False, "why": "a DP model that the DP audit does not audit (no dp_audit section)",
+                     "claimed": dp.get("epsilon")}  # fmt: skip
+    else:
+        out["dp"] = {"run": True, "claimed": dp.get("epsilon"), "fpr": config["dp_audit"]["fpr"],
+                     "confidence": config["dp_audit"]["confidence"]}  # fmt: skip
+    if extraction_runs:
+        out["vocabulary"] = {"run": True, "kinds": config["audit_cards"]["vocabulary_kinds"],
+                             "values": "extraction.phi" if config["extraction"].get("phi") else "the embedded world"}  # fmt: skip
+    else:
+        out["vocabulary"] = {"run": False, "why": "no identifying values (the embedded world's, or extraction.phi)"}
+    return out
+
+
+def _card_inputs(study, model: str, experiment: str, sections: dict) -> dict[str, str]:
+    """The files a model's card reads, by what it is (the model's own directory: rules/cards.smk)."""
+    inputs = {"attack": study.path("attack", f"{experiment}.parquet")}
+    if sections["extraction"]["run"]:
+        inputs |= {"extraction_rates": study.path("extraction", "rates.csv"),
+                   "extraction_differences": study.path("extraction", "differences.csv")}  # fmt: skip
+    if sections["canaries"]["run"]:
+        inputs |= {"canary_exposure": study.path("canaries", "exposure_table.csv"),
+                   "canary_membership": study.path("canaries", "membership.csv")}  # fmt: skip
+    if sections["dp"]["run"]:
+        inputs["dp_record"] = study.dp_audit_outputs(model)["record"]
+    if sections["vocabulary"]["run"]:
+        inputs["vocabulary"] = study.path("extraction", "vocabulary", f"{model}.csv")
+    return inputs
+
+
+def card_settings(study, model: str) -> dict:
+    """Everything a model's card job passes to `mlmia.report.cards` (its params: a change reruns it)."""
+    from mlmia.attacks.base import MODEL_ROLES, get_attack
+
+    name = card_experiment(study, model)
+    experiment = study.experiments[name]
+    attacks = study.experiment_attacks(name)
+    no_model = [a for a in attacks if not set(get_attack(a).inputs) & set(MODEL_ROLES)]
+    return {
+        "model": model,
+        "run": study.run,
+        "origin": _origin(study, model),
+        "experiment": {
+            "name": name,
+            "dataset": experiment.dataset,
+            "reference": experiment.reference,
+            "nonmembers": experiment.nonmembers,
+            "population": experiment.population,
+            "length": experiment.length,
+            "energy": experiment.energy,
+        },  # fmt: skip
+        "other_experiments": [
+            e for e in study.attack_experiments() if study.experiments[e].target == model and e != name
+        ],
+        # the candidates for the strongest attack: every attack of the table that reads a model
+        "attacks": [a for a in attacks if a not in no_model],
+        "baselines": no_model,
+        "paper_attack": PAPER_ATTACK,
+        "attack_params": {a: study.attack_params(a) for a in attacks},
+        "seed": study.config["audit_cards"]["seed"],
+        "fprs": list(study.config["audit_cards"]["fprs"]),
+        "bootstrap": study.metrics["bootstrap"],
+        "bootstrap_seed": study.metrics["seed"],
+        "sections": _sections(study, model),
+    }
+
+
+def cards_plan(study) -> Plan:
+    """One card per audited model (`snakemake audit_cards`): results/<run>/cards/<model>.md and .json."""
+    models = audited_models(study)
+    path = lambda file: study.path("cards", file)  # noqa: E731
+    settings = {model: card_settings(study, model) for model in models}
+    cards = {model: path(f"{model}.md") for model in models}
+    numbers = {model: path(f"{model}.json") for model in models}
+    return Plan(
+        target="audit_cards",
+        targets=[*cards.values(), *numbers.values()],
+        outputs={"cards": cards, "numbers": numbers},
+        files={
+            "card": path("{model}.md"),
+            "numbers": path("{model}.json"),
+            "inputs": {m: _card_inputs(study, m, s["experiment"]["name"], s["sections"]) for m, s in settings.items()},
+        },
+        settings={"models": models, "cards": settings, "config_digest": config_digest(study.config)},
+        rules=(RULES,),
+        report={card: Shown(CATEGORY, None, {"model": model}) for model, card in cards.items()},
+        caption=Caption(
+            "Audit cards (docs/audit_cards.md): one page per audited model. Membership inference: the paper's "
+            "likelihood ratio and the strongest attack of the model's experiment, chosen on one half of the patients "
+            "and reported on the other, at the sample and the patient level (AUC, TPR at low FPR with "
+            "patient-bootstrap intervals, or not resolvable); PHI extraction, canary exposure and the DP audit where "
+            "the config runs them for the model; the vocabulary check; the provenance (config, code and input "
+            "digests). Counts and rates only."
+        ),
+    )
+
+
+#: every config with a model that an experiment targets
+REGISTRATION = Registration("audit_cards", lambda study: bool(audited_models(study)), cards_plan)

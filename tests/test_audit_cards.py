@@ -1,0 +1,254 @@
+"""The audit cards (issue 41, item 3): which models are audited and what each card holds, decided by
+the config; the strongest attack chosen on one half of the patients and reported on the other; every
+section rendered from its study's files, "not run" where the config does not run it; the cards of the
+CI run (with its PHI grep and the HTML report's section). The bring-your-own cards: tests/test_byo.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from workflow_helpers import REPO, run_snakemake
+
+from mlmia.report.card_attacks import REPORT, SELECTION, membership, patient_halves
+from mlmia.report.cards import write_card
+from mlmia.study.plans.cards import audited_models, card_experiment
+from mlmia.study.study import Study
+
+
+def study_of(name: str, **audit_cards) -> Study:
+    config = yaml.safe_load((REPO / "config" / name).read_text())
+    config["audit_cards"] = audit_cards
+    return Study.from_config(config, REPO)
+
+
+# --------------------------------------------------------------------------- what the config decides
+
+
+def test_the_audited_models_and_each_cards_experiment_and_sections_come_from_the_config(monkeypatch):
+    monkeypatch.chdir(REPO)
+    study = study_of("ci.yaml")
+    targets = list(dict.fromkeys(study.experiments[e].target for e in study.attack_experiments()))
+    assert audited_models(study) == targets and "ref_domain" not in targets and "dp_eps8" in targets
+    # the experiment with the most attacks, then long samples, then the spec's order
+    assert card_experiment(study, "base") == "zoo_long_mimic"
+    assert card_experiment(study, "base_pp") == "base_pp_long_mimic"
+    cards = study.plan("audit_cards").settings["cards"]
+    runs = {model: {key: section["run"] for key, section in card["sections"].items()} for model, card in cards.items()}
+    assert runs["base"] == {"extraction": True, "canaries": True, "dp": False, "vocabulary": True}
+    assert runs["dp_eps8"] == {"extraction": False, "canaries": False, "dp": True, "vocabulary": True}
+    assert runs["large"] == {"extraction": False, "canaries": False, "dp": False, "vocabulary": True}
+    assert cards["base"]["baselines"] == ["blind"] and "blind" not in cards["base"]["attacks"]
+    assert cards["base"]["sections"]["extraction"] == {"run": True, "target": "base", "reference": "ref_domain",
+                                                       "top_k": 10, "sources": ["mimic"]}  # fmt: skip
+    # the config moves a section: extraction of large, the card of base says why it is not there
+    moved = Study.from_config({**yaml.safe_load((REPO / "config/ci.yaml").read_text()),
+                               "extraction": {"target": "large"}}, REPO)  # fmt: skip
+    sections = {m: c["sections"]["extraction"] for m, c in moved.plan("audit_cards").settings["cards"].items()}
+    assert sections["large"]["run"] and sections["base"] == {
+        "run": False, "why": "the extraction study reads back extraction.target (large)"}  # fmt: skip
+    chosen = study_of("ci.yaml", models=["large"], experiments={"large": "large_short_mimic"})
+    plan = chosen.plan("audit_cards")
+    assert plan.settings["models"] == ["large"] and plan.targets == [chosen.path("cards", f"large.{e}") for e in
+                                                                     ("md", "json")]  # fmt: skip
+    assert plan.settings["cards"]["large"]["experiment"]["name"] == "large_short_mimic"
+    assert set(plan.files["inputs"]["large"]) == {"attack", "vocabulary"}
+
+
+def test_a_bring_your_own_config_audits_its_targets_without_the_worlds_studies(tmp_path, monkeypatch):
+    from test_config_checks import byo, write_byo_files
+
+    monkeypatch.chdir(tmp_path)
+    write_byo_files(tmp_path)
+    config = byo()
+    study = Study.from_config(copy.deepcopy(config), REPO)
+    card = study.plan("audit_cards").settings["cards"]["target"]
+    assert (
+        audited_models(study) == ["target"]
+        and card["experiment"]["name"] == "target__reference__clinic__all__masked__sample"
+    )
+    assert {k: s["run"] for k, s in card["sections"].items()} == {
+        "extraction": False, "canaries": False, "dp": False, "vocabulary": False}  # fmt: skip
+    assert card["origin"] == "given by path (bert-base-uncased)"
+    assert card["sections"]["vocabulary"]["why"] == "no identifying values (the embedded world's, or extraction.phi)"
+    # with a PHI table, the extraction study's target gets its section and every card the vocabulary check
+    config["extraction"] = {"dataset": "notes", "target": "target", "reference": "reference", "sources": ["clinic"],
+                            "phi": "phi_no_value.csv"}  # fmt: skip
+    sections = Study.from_config(config, REPO).plan("audit_cards").settings["cards"]["target"]["sections"]
+    assert sections["extraction"]["run"] and sections["vocabulary"] == {"run": True, "kinds": None,
+                                                                        "values": "extraction.phi"}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the strongest attack
+
+
+def attack_table(seed: int = 0) -> pd.DataFrame:
+    """40 member and 40 non-member patients of two samples each, 10 population patients. The loss
+    (target_energy) separates the members of the selection half perfectly and is noise on the report
+    half; the likelihood ratio separates every member a little."""
+    rng = np.random.default_rng(seed)
+    rows = [(f"{role[0]}{i:02d}-{j}", f"{role[0]}{i:02d}", role, "clinic") for role, n in
+            (("member", 40), ("nonmember", 40), ("population", 10)) for i in range(n) for j in range(2)]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["sample_id", "group_id", "role", "source"])
+    halves = patient_halves(table[table.role != "population"], 0)
+    member = (table.role == "member").to_numpy()
+    chosen = member & (table.group_id.map(halves) == SELECTION).to_numpy()
+    table["target_energy"] = rng.normal(size=len(table)) - 6.0 * chosen
+    ratio = rng.normal(size=len(table)) - 1.5 * member
+    table["reference_energy"] = table["target_energy"] - ratio
+    table["sample_blind_member_probability"] = rng.uniform(size=len(table))
+    return table
+
+
+SETTINGS = {"attacks": ["likelihood_ratio", "loss"], "baselines": ["blind"], "paper_attack": "likelihood_ratio",
+            "attack_params": {}, "seed": 0, "fprs": [0.01, 0.1], "bootstrap": 40, "bootstrap_seed": 2}  # fmt: skip
+
+
+def test_the_halves_are_fixed_by_the_seed_and_balanced_within_each_role_and_source():
+    table = attack_table()
+    halves = patient_halves(table, 0)
+    assert patient_halves(table.sample(frac=1, random_state=1), 0) == halves  # the rows' order does not matter
+    assert patient_halves(table, 1) != halves
+    for role in ("member", "nonmember", "population"):
+        mine = [halves[g] for g in table[table.role == role].group_id.unique()]
+        assert abs(mine.count(SELECTION) - mine.count(REPORT)) <= 1
+
+
+def test_the_strongest_attack_is_chosen_on_one_half_and_reported_on_the_other():
+    result = membership(attack_table(), SETTINGS)
+    assert result["split"][REPORT]["member"]["patients"] == 20
+    for level in ("sample", "patient"):
+        found = result["levels"][level]
+        # the loss wins on the selection half, where it separates perfectly ...
+        assert found["strongest"] == "loss" and found["selection_auc"]["loss"] == 1.0
+        # ... and is reported where it is noise: picking the best does not flatter it
+        loss, paper = found["attacks"]["loss"]["auc"], found["attacks"]["likelihood_ratio"]["auc"]
+        assert loss["value"] < 0.7 < paper["value"]
+        assert loss["interval"][0] <= loss["value"] <= loss["interval"][1]
+        assert found["difference"]["auc"]["value"] == pytest.approx(loss["value"] - paper["value"])
+        assert set(found["attacks"]) == {"likelihood_ratio", "loss", "blind"}
+    # TPR at 1% FPR needs 100 non-members; 10% is resolvable with the 40 non-member samples of the report half
+    sample = result["levels"]["sample"]
+    assert sample["nonmembers"] == 40 and np.isnan(sample["attacks"]["loss"]["tpr@0.01"]["value"])
+    assert np.isfinite(sample["attacks"]["loss"]["tpr@0.1"]["value"])
+
+
+# --------------------------------------------------------------------------- the card's sections
+
+
+def card_settings(sections: dict) -> dict:
+    return {**SETTINGS, "model": "target", "run": "test", "origin": "given by path (models/target)",
+            "experiment": {"name": "exp", "dataset": "notes", "reference": "ref", "nonmembers": "clinic",
+                           "population": "clinic", "length": None, "energy": "masked"},
+            "other_experiments": [], "sections": sections}  # fmt: skip
+
+
+def study_files(folder) -> dict[str, str]:
+    """Each study's output in its real layout, small."""
+    files = {"attack": folder / "attack.parquet", "extraction_rates": folder / "rates.csv",
+             "extraction_differences": folder / "differences.csv", "canary_exposure": folder / "exposure.csv",
+             "canary_membership": folder / "membership.csv", "dp_record": folder / "record.json",
+             "vocabulary": folder / "vocabulary.csv"}  # fmt: skip
+    attack_table().to_parquet(files["attack"])
+    keys = [(m, r, lv, k) for m, r in (("target", "member"), ("target", "nonmember"), ("ref", "member"))
+            for lv in ("sample", "patient") for k in ("top1", "topk")]  # fmt: skip
+    pd.DataFrame([{"model": m, "role": r, "kind": "all", "level": lv, "metric": k, "value": 0.25 if r == "member" and
+                   m == "target" else 0.0, "ci_low": 0.1, "ci_high": 0.4, "units": 40, "patients": 20}
+                  for m, r, lv, k in keys]).to_csv(files["extraction_rates"], index=False)  # fmt: skip
+    pd.DataFrame([{"comparison": c, "kind": "all", "level": lv, "metric": k, "first": 0.25, "second": 0.0,
+                   "difference": 0.25, "ci_low": 0.1, "ci_high": 0.4, "n": 50}
+                  for c in ("members_vs_nonmembers", "target_vs_reference") for lv in ("sample", "patient")
+                  for k in ("top1", "topk")]).to_csv(files["extraction_differences"], index=False)  # fmt: skip
+    pd.DataFrame([{"repetitions": r, "epoch": 3, "estimate": "exact", "n_canaries": 2, "mean": 1.5 * r, "sd": 0.1,
+                   "min": r, "max": 2 * r, "log2_space": 13.3} for r in (0, 1, 4)]).to_csv(files["canary_exposure"],
+                                                                                         index=False)  # fmt: skip
+    pd.DataFrame([{"metric": "auc", "attack": "likelihood_ratio", "value": 0.75, "ci_low": 0.5, "ci_high": 0.9,
+                   "replicate": None, "canaries": "all"}]).to_csv(files["canary_membership"], index=False)  # fmt: skip
+    record = {"target": "target", "accountant": {"accountant_epsilon": 7.99, "delta": 1e-3, "unit": "sample"},
+              "canary_audits": [{"audit": "white-box", "guesses": 200, "correct": 160, "epsilon_lb": 0.9}],
+              "checks": [{"check": "noise", "passed": True}], "failures": [],
+              "attacks": [{"attack": "loss", "epsilon_lb": 0.4}, {"attack": "blind", "epsilon_lb": 0.0}]}  # fmt: skip
+    files["dp_record"].write_text(json.dumps(record))
+    pd.DataFrame([{"model": "target", "tokenizer": "sha256:ab", "vocabulary_size": 400, "kind": "surname",
+                   "row": "share", "role": r, "versus": None, "patients": 10, "values": 10, "whole": w,
+                   "value": w / 10, "ci_low": 0.0, "ci_high": 1.0, "separated": None, "replicates": 20}
+                  for r, w in (("member", 8), ("nonmember", 2))] + [
+        {"model": "target", "tokenizer": "sha256:ab", "vocabulary_size": 400, "kind": "surname", "row": "difference",
+         "role": "member", "versus": "nonmember", "value": 0.6, "ci_low": 0.3, "ci_high": 0.9, "separated": True,
+         "replicates": 20}]).to_csv(files["vocabulary"], index=False)  # fmt: skip
+    return {key: str(path) for key, path in files.items()}
+
+
+def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_others(tmp_path):
+    files = study_files(tmp_path)
+    every = {"extraction": {"run": True, "target": "target", "reference": "ref", "top_k": 5, "sources": ["clinic"]},
+             "canaries": {"run": True, "digits": 4, "epochs": 3, "repetitions": [1, 4], "reference": "ref"},
+             "dp": {"run": True, "claimed": 8.0, "fpr": 0.01, "confidence": 0.95},
+             "vocabulary": {"run": True, "kinds": None, "values": "extraction.phi"}}  # fmt: skip
+    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json"}
+    write_card(card_settings(every), files, outputs, "cfg123", "code456")
+    text = outputs["card"].read_text()
+    for heading in ("# Audit card: target", "## Membership inference", "## PHI extraction", "## Canary exposure",
+                    "## Differential privacy", "## Vocabulary check", "## Provenance"):  # fmt: skip
+        assert f"\n{heading}\n" in f"\n{text}", heading
+    assert "Every section ran for this model." in text and "Not run:" not in text
+    assert "not resolvable with 40 non-members" in text  # TPR at 1% FPR with 40 non-member samples
+    assert (
+        "| sample | top-1 | 25.0 [10.0, 40.0] | 0 of 40 | 0 of 40 | +25.0 [10.0, 40.0] | +25.0 [10.0, 40.0] |" in text
+    )
+    assert (
+        "ε ≥ 0.900" in text and "ε ≥ 0.400 ((A) loss (`loss`))" in text and "verdict (confidence 0.95): passes" in text
+    )
+    assert (
+        "| surname | 8 / 10 (80.0% [0.0, 100.0]) | 2 / 10 (20.0% [0.0, 100.0]) | +60.0 [30.0, 90.0], separated |"
+        in text
+    )
+    assert "Config digest cfg123" in text and "code digest code456" in text
+    numbers = json.loads(outputs["numbers"].read_text())
+    assert numbers["membership"]["levels"]["sample"]["strongest"] == "loss"
+    assert set(numbers["provenance"]["inputs"]) == set(files) and numbers["dp"]["failures"] == []
+    # what the card holds is the config's to say: the same files, no section run
+    none = {key: {"run": False, "why": f"no {key} here"} for key in every}
+    write_card(card_settings(none), files, outputs, "cfg123", "code456")
+    text = outputs["card"].read_text()
+    for key in every:
+        assert f"Not run: no {key} here." in text
+    assert "## Not run\n\nPHI extraction: no extraction here; Canary exposure: no canaries here;" in text
+    assert json.loads(outputs["numbers"].read_text())["dp"] == "not run"
+
+
+# --------------------------------------------------------------------------- the cards of the CI run
+
+
+@pytest.mark.slow  # dp_eps8's card reads its DP audit: run alone, this builds it (tests/test_dp.py shares it)
+def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
+    from test_extraction import assert_no_phi, world_phi_pattern
+
+    overlay = ci_run / "cards.yaml"
+    overlay.write_text(yaml.safe_dump({"audit_cards": {"models": ["large", "dp_eps8"]}}))
+    args = ("--configfile", "test_config.yaml", str(overlay))
+    run_snakemake(ci_run, "audit_cards", *args)
+    run_snakemake(ci_run, "audit_cards", "--report", "results/ci/cards.html", *args)
+    run = ci_run / "results/ci"
+    assert sorted(p.name for p in (run / "cards").iterdir()) == ["dp_eps8.json", "dp_eps8.md", "large.json", "large.md"]
+    dp = (run / "cards/dp_eps8.md").read_text()
+    assert "## Differential privacy\n\n- claimed ε (models.dp_eps8.dp.epsilon): 8" in dp
+    assert "Experiment `dp_eps8_long_mimic`" in dp and "| surname |" in dp
+    assert "Not run: the extraction study reads back extraction.target (base)." in dp
+    large = json.loads((run / "cards/large.json").read_text())
+    assert large["dp"] == "not run" and set(large["membership"]["levels"]) == {"sample", "patient"}
+    vocabulary = pd.DataFrame(large["vocabulary"])
+    base = pd.read_csv(run / "extraction/vocabulary/base.csv")  # every model of the world ships its tokenizer
+    assert (vocabulary.whole.fillna(-1).to_numpy() == base.whole.fillna(-1).to_numpy()).all()
+    report = (run / "cards.html").read_text()
+    assert "Audit cards" in report and "dp_eps8" in report
+    files = [
+        *(run / "cards").glob("*"),
+        *(run / "logs/audit_cards").glob("*"),
+        *(run / "extraction/vocabulary").glob("*"),
+    ]
+    assert assert_no_phi(run, files, world_phi_pattern()) >= 8
