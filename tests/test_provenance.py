@@ -132,16 +132,17 @@ def test_package_data_a_module_reads_counts_as_its_code(tmp_path):
     # the trainers' defaults live in the config schema (mlmia.vocabulary.schema reads it): an edit to
     # it changes the digest of a step that trains, not of one that never reads the schema
     shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
-    train, metrics = SCRIPTS / "train_model.py", SCRIPTS / "attack_metrics.py"
-    assert "mlmia.vocabulary.schema" in import_closure(train) and "mlmia.vocabulary.schema" not in import_closure(
-        metrics
-    )
-    before = {script: _digest_with(tmp_path, script) for script in (train, metrics)}
+    train, join = SCRIPTS / "train_model.py", SCRIPTS / "join_scores.py"
+    assert "mlmia.vocabulary.schema" in import_closure(train)
+    assert "mlmia.vocabulary.schema" not in import_closure(join)
+    before = {script: _digest_with(tmp_path, script) for script in (train, join)}
     schema = tmp_path / "mlmia" / "vocabulary" / "schemas" / "config.schema.yaml"
-    schema.write_text(schema.read_text().replace("hidden_size: {type: integer, minimum: 8, default: 128}",
-                                                 "hidden_size: {type: integer, minimum: 8, default: 256}"))  # fmt: skip
+    text = schema.read_text()
+    assert "hidden_size: {type: integer, minimum: 8, default: 128," in text
+    schema.write_text(text.replace("hidden_size: {type: integer, minimum: 8, default: 128,",
+                                   "hidden_size: {type: integer, minimum: 8, default: 256,", 1))  # fmt: skip
     assert _digest_with(tmp_path, train) != before[train]
-    assert _digest_with(tmp_path, metrics) == before[metrics]
+    assert _digest_with(tmp_path, join) == before[join]
 
 
 def test_what_a_result_was_made_from_is_named_by_content(tmp_path):
