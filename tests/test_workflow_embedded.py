@@ -198,10 +198,10 @@ def test_alpha_change_reruns_only_threshold_metrics_and_tables(ci_run):
     assert not any("table11." in out for out in rerun_tables)  # its experiments keep their alphas
 
 
-def test_k_change_rescores_masked_energy_only(ci_run):
-    config = ci_run / "k_config.yaml"
+def test_patterns_change_rescores_masked_energy_only(ci_run):
+    config = ci_run / "patterns_config.yaml"
     config.write_text((ci_run / "test_config.yaml").read_text())
-    edit_yaml(config, scoring__k=3)
+    edit_yaml(config, scoring__patterns=3)
     jobs = planned_jobs(ci_run, "--configfile", str(config))
     scored = [out for rule, out in jobs if rule == "score_shard"]
     assert scored and all(".masked." in out for out in scored)

@@ -18,6 +18,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from mlmia.report.markdown import markdown_table
 from mlmia.vocabulary.schema import load_schema, schema_path
 
 #: how to write the file again (in its header and in the test's failure)
@@ -399,13 +400,12 @@ def _code(text: str) -> str:
 
 
 def key_table(rows: list[Key]) -> list[str]:
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    for key in rows:
-        name = f"`{key.path}`" + (f" ({key.condition})" if key.condition else "")
-        lines.append(
-            f"| {name} | {_cell(type_of(key.node))} | {_cell(default_of(key))} | {_cell(key.node.get('description', ''))} |"
-        )
-    return lines
+    body = [
+        [f"`{key.path}`" + (f" ({key.condition})" if key.condition else ""), _cell(type_of(key.node)),
+         _cell(default_of(key)), _cell(key.node.get("description", ""))]
+        for key in rows
+    ]  # fmt: skip
+    return markdown_table(["key", "type", "default", "meaning"], body).split("\n")
 
 
 def _is_section(node: dict) -> bool:
@@ -461,16 +461,14 @@ def attack_parameters() -> list[str]:
             continue  # a plug-in's: not part of the library's docs
         params = ", ".join(f"`{p}: {_value(v)}`" for p, v in cls.parameters.items()) or "none"
         doc = (cls.__doc__ or "").strip().split("\n\n")[0]
-        rows.append(f"| `{name}` | {params} | {_cell(doc)} (`{cls.__module__.replace('.', '/')}.py`) |")
+        rows.append([f"`{name}`", params, f"{_cell(doc)} (`{cls.__module__.replace('.', '/')}.py`)"])
     return [
         "#### Attack parameters",
         "",
         "Each built-in attack's parameters (`attacks.<name>.<parameter>`) and their defaults, from its class; "
         "an unknown parameter is refused. What each means: the attack's module.",
         "",
-        "| attack | parameters (defaults) | what it computes |",
-        "|---|---|---|",
-        *rows,
+        *markdown_table(["attack", "parameters (defaults)", "what it computes"], rows).split("\n"),
         "",
     ]
 
