@@ -125,7 +125,19 @@ def ci_run(tmp_path_factory):
 
 
 # Fixtures that run the workflow's jobs for real: a test that uses one is a `workflow` test
-WORKFLOW_FIXTURES = {"ci_run", "default_run", "audit_run"}
+WORKFLOW_FIXTURES = {"ci_run", "default_run", "headline_run", "audit_run"}
+
+#: Runs started in the background at collection (`pytest_collection_finish`) when a collected test
+#: needs them, by fixture: (config, named targets, guard timeout in seconds). They then fill the
+#: cores that the rest of the suite leaves idle (single-threaded unit tests, SLURM's status
+#: polling) instead of running alone when their tests' turn comes. The full default run
+#: (about an hour of 2 cores) is `make test-default`'s; the headline findings' models and
+#: scores (`snakemake headline`, a few minutes) are `make test`'s.
+BACKGROUND_RUNS = {
+    "default_run": ("config.yaml", (), 5400),
+    "headline_run": ("config.yaml", ("headline",), 2400),
+}
+BACKGROUND = pytest.StashKey[dict]()
 
 
 def pytest_collection_modifyitems(items):
@@ -135,54 +147,67 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.workflow)
         if "default_run" in fixtures:  # `make test` leaves these out (pyproject's addopts)
             item.add_marker(pytest.mark.default_world)
-    # The tests that read the full default run go last: the run starts in the background at
-    # collection (pytest_collection_finish) and then overlaps the whole suite, instead of the
-    # suite stopping a third of the way in to wait for it. Otherwise the order is the files'.
-    items.sort(key=lambda item: "default_run" in getattr(item, "fixturenames", ()))
-
-
-DEFAULT_RUN = pytest.StashKey[tuple]()
-DEFAULT_RUN_TIMEOUT = 5400  # seconds: a guard against a hung run, not a timing check
+    # The tests that read a background run go last, the full default run's after the rest: the
+    # runs overlap the whole suite, instead of the suite stopping part of the way in to wait.
+    # Otherwise the order is the files'.
+    items.sort(
+        key=lambda item: (
+            "default_run" in getattr(item, "fixturenames", ()),
+            "headline_run" in getattr(item, "fixturenames", ()),
+        )
+    )
 
 
 def pytest_collection_finish(session):
-    """Start the full default run (config/config.yaml, about an hour of 2 cores) in the background
-    as soon as the collected tests include one that needs it: it then fills the cores that
-    the rest of the suite leaves idle (single-threaded unit tests, SLURM's status polling),
-    instead of running alone when its test's turn comes."""
-    if session.config.option.collectonly or not any(
-        "default_run" in getattr(item, "fixturenames", ()) for item in session.items
-    ):
+    """Start each background run that a collected test needs (`BACKGROUND_RUNS`)."""
+    if session.config.option.collectonly:
         return
     from workflow_helpers import start_config
 
-    workdir = session.config._tmp_path_factory.mktemp("default")  # the tmp_path_factory fixture's
-    session.config.stash[DEFAULT_RUN] = (workdir, *start_config(workdir, "config.yaml"))
+    started = {}
+    for fixture, (config, targets, _) in BACKGROUND_RUNS.items():
+        if any(fixture in getattr(item, "fixturenames", ()) for item in session.items):
+            workdir = session.config._tmp_path_factory.mktemp(fixture.removesuffix("_run"))
+            started[fixture] = (workdir, *start_config(workdir, config, *targets))
+    session.config.stash[BACKGROUND] = started
 
 
 def pytest_sessionfinish(session):
-    """No default run outlives the session (one stopped early by -x, Ctrl-C or a failure)."""
-    started = session.config.stash.get(DEFAULT_RUN, None)
-    if started is not None and started[1].poll() is None:
-        import os
-        import signal
+    """No background run outlives the session (one stopped early by -x, Ctrl-C or a failure)."""
+    import os
+    import signal
 
-        os.killpg(started[1].pid, signal.SIGKILL)
-        started[1].wait()
+    for _, process, _ in session.config.stash.get(BACKGROUND, {}).values():
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def background_run(request, tmp_path_factory, fixture: str):
+    """The background run of `fixture`, waited for; run here when it was not started at collection."""
+    from workflow_helpers import run_config, wait_snakemake
+
+    config, targets, timeout = BACKGROUND_RUNS[fixture]
+    started = request.config.stash.get(BACKGROUND, {}).get(fixture)
+    if started is None:
+        return run_config(tmp_path_factory.mktemp(fixture.removesuffix("_run")), config, *targets, timeout=timeout)
+    workdir, process, log = started
+    wait_snakemake(process, timeout=timeout, log=log)
+    return workdir
 
 
 @pytest.fixture(scope="session")
 def default_run(request, tmp_path_factory):
     """The whole default run (config/config.yaml) in a temp copy, as long as `make run`: for the
-    tests marked default_world (`make test-default`); started at collection (`pytest_collection_finish`)."""
-    from workflow_helpers import run_config, wait_snakemake
+    tests marked default_world (`make test-default`)."""
+    return background_run(request, tmp_path_factory, "default_run")
 
-    started = request.config.stash.get(DEFAULT_RUN, None)
-    if started is None:
-        return run_config(tmp_path_factory.mktemp("default"), "config.yaml")
-    workdir, process, log = started
-    wait_snakemake(process, timeout=DEFAULT_RUN_TIMEOUT, log=log)
-    return workdir
+
+@pytest.fixture(scope="session")
+def headline_run(request, tmp_path_factory):
+    """`snakemake headline` on config/config.yaml in a temp copy: the default world's Base, Base-b
+    and references, the headline findings' experiments (tests/test_headline.py, in `make test`)."""
+    return background_run(request, tmp_path_factory, "headline_run")
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def test_each_experiment_computes_what_its_cells_ask(in_repo):
 def test_findings_scopes(in_repo):
     s = study()
     checks = s.finding_checks()
-    by_finding = pd.Series([c["finding"] for c in checks]).value_counts()
+    by_finding = pd.Series([c["finding"] for c in checks if c["group"] == "default"]).value_counts()
     # every sample-level experiment of the default target's tables (not the zoo's own)
     in_tables = {n for t in s.tables if s.group(t) == "default" for n in s.table_experiments(t)}
     sample_level = [n for n in in_tables if s.experiments[n].level == "sample"]
@@ -130,6 +130,9 @@ def test_findings_scopes(in_repo):
     recall = next(c for c in checks if c["finding"] == "lr_recall_far_above_loss")
     assert recall["margin"] == 10 and recall["compare"]["experiment"] == "base_long_mimic"
     assert set(s.findings_experiments()) >= {"base_short_mimic", "base_long_mimic_general", "base_b_long_mimic"}
+    # the headline group (snakemake headline): its own copies of six findings, (B) over (A) on both sources
+    headline = pd.Series([c["finding"] for c in checks if c["group"] == "headline"]).value_counts()
+    assert headline["lr_beats_loss"] == 2 and headline.sum() == 7
 
 
 def test_what_a_config_change_touches(in_repo, tmp_path):

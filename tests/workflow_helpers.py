@@ -125,18 +125,19 @@ def edit_yaml(path: Path, **changes) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def start_config(workdir: Path, base: str) -> tuple[subprocess.Popen, Path]:
-    """The whole workflow on config/<base> started in a fresh copy of the repository at
-    `workdir`; (the process, its log file)."""
+def start_config(workdir: Path, base: str, *targets: str) -> tuple[subprocess.Popen, Path]:
+    """The workflow on config/<base> (its named `targets`, or everything) started in a fresh copy
+    of the repository at `workdir`; (the process, its log file)."""
     copy_workflow(workdir)
     write_config(workdir, base)
     log = workdir / "snakemake_run.log"
-    return start_snakemake(workdir, "--configfile", "test_config.yaml", log=log), log
+    return start_snakemake(workdir, "--configfile", "test_config.yaml", *targets, log=log), log
 
 
-def run_config(workdir: Path, base: str) -> Path:
-    """The whole workflow on config/<base> in a fresh copy of the repository at `workdir`."""
+def run_config(workdir: Path, base: str, *targets: str, timeout: int = 5400) -> Path:
+    """The workflow on config/<base> (its named `targets`, or everything) in a fresh copy of the
+    repository at `workdir`."""
     copy_workflow(workdir)
     write_config(workdir, base)
-    run_snakemake(workdir, "--configfile", "test_config.yaml", timeout=5400)
+    run_snakemake(workdir, "--configfile", "test_config.yaml", *targets, timeout=timeout)
     return workdir
