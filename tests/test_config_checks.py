@@ -397,6 +397,7 @@ FILE_CASES = [
     "file-extraction-phi-unknown-sample",
     "file-reference-pool-without-text",
     "file-raw-noteevents-without-text",
+    "file-dataset-patient-in-two-sources",
 ]
 
 
@@ -426,6 +427,21 @@ def test_a_users_file_is_named_by_file_and_key(case_id, elsewhere, capsys):
             output={"splits": str(out), "texts": []},
         )  # fmt: skip
         assert line == "mlmia: error: config key references.pool: pool.csv lacks column(s) text"
+    elif case_id == "file-dataset-patient-in-two-sources":  # prepare_dataset reads the files before any model
+        (elsewhere / "mimic.csv").write_text("patient_id,note_id,sentence,text\n110,1,0,seen in clinic\n")
+        (elsewhere / "i2b2.csv").write_text("patient_id,note_id,sentence,text\n110,110-01,0,no distress\n")
+        spec = {"columns": {"group": 0, "text": 3},
+                "files": [{"path": "mimic.csv", "role": "member", "source": "mimic"},
+                          {"path": "i2b2.csv", "role": "nonmember", "source": "i2b2"}]}  # fmt: skip
+        line = fails_as_its_rule_runs_it(
+            "prepare_dataset.py", capsys, input={}, output=[str(out)],
+            params={"spec": spec, "key": "datasets.clinical", "tokenizer": "bert-base-uncased", "requirements": []},
+        )  # fmt: skip
+        assert line == (
+            "mlmia: error: datasets.clinical (mimic.csv, i2b2.csv): patient '110' is in two roles (member and "
+            "nonmember); a patient plays one role; it is listed under sources i2b2 and mimic: if these are different "
+            "populations, set datasets.clinical.group_ids: by_source"
+        )
     else:
         (elsewhere / "NOTEEVENTS.csv").write_text("ROW_ID,SUBJECT_ID,CATEGORY,ISERROR\n1,7,Discharge summary,\n")
         (elsewhere / "members.csv").write_text("SUBJECT_ID\n7\n")
