@@ -398,6 +398,7 @@ FILE_CASES = [
     "file-reference-pool-without-text",
     "file-raw-noteevents-without-text",
     "file-dataset-patient-in-two-sources",
+    "file-raw-names-first-name-only",
 ]
 
 
@@ -441,6 +442,21 @@ def test_a_users_file_is_named_by_file_and_key(case_id, elsewhere, capsys):
             "mlmia: error: datasets.clinical (mimic.csv, i2b2.csv): patient '110' is in two roles (member and "
             "nonmember); a patient plays one role; it is listed under sources i2b2 and mimic: if these are different "
             "populations, set datasets.clinical.group_ids: by_source"
+        )
+    elif case_id == "file-raw-names-first-name-only":  # Base-b saw "FIRST LAST text": a first name alone is refused
+        (elsewhere / "NOTEEVENTS.csv").write_text(
+            'ROW_ID,SUBJECT_ID,CATEGORY,ISERROR,TEXT\n1,7,Discharge summary,,"Seen today.\nHe is well."\n'
+        )
+        (elsewhere / "members.csv").write_text("SUBJECT_ID\n7\n")
+        (elsewhere / "names.csv").write_text("SUBJECT_ID,FIRST_NAME\n7,Ann\n")
+        line = fails_as_its_rule_runs_it(
+            "import_mimic_notes.py", capsys, output=[str(elsewhere / "raw" / "mimic_member.csv")],
+            input={"noteevents": "NOTEEVENTS.csv", "member_lists": ["members.csv"], "names": "names.csv"},
+            params={"categories": None, "patients": {"member": 1}, "seed": 0},
+        )  # fmt: skip
+        assert line == (
+            "mlmia: error: config key raw.mimic.names: names.csv: expected the columns SUBJECT_ID,name or "
+            "SUBJECT_ID,FIRST_NAME,LAST_NAME (Lehman et al.'s layout); the file has: SUBJECT_ID, FIRST_NAME"
         )
     else:
         (elsewhere / "NOTEEVENTS.csv").write_text("ROW_ID,SUBJECT_ID,CATEGORY,ISERROR\n1,7,Discharge summary,\n")
