@@ -64,6 +64,13 @@ def byo() -> dict:
 
 def write_byo_files(folder) -> None:
     pd.DataFrame({"text": ["a b c", "d e f"], "group_id": ["p0", "p1"]}).to_csv(folder / "notes.csv", index=False)
+    # checkpoints and tokenizers as files: 200 vocabulary rows with their own 200 tokens, with 5
+    # (a stale cache entry), or a tokenizer of 72 (128 rows fewer: what padding explains)
+    for name, rows, tokens in (("ckpt", 200, 200), ("ckpt_tok5", 200, 5), ("tok5", None, 5), ("tok72", None, 72)):
+        (folder / name).mkdir()
+        if rows:
+            (folder / name / "config.json").write_text(f'{{"vocab_size": {rows}}}')
+        (folder / name / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(tokens)))
     pd.DataFrame({"group_id": ["p0"], "kind": ["name"]}).to_csv(folder / "phi_no_value.csv", index=False)
 
 
@@ -241,6 +248,13 @@ CASES = [
      ["config key models.target.training_text: file not found: gone.csv"]),
     ("tokenizer-missing", "byo", {"models.target.tokenizer": "data/tokenizers/gone"},
      ["config key models.target.tokenizer: no such file or directory: data/tokenizers/gone"]),
+    # a tokenizer that is not the checkpoint's own, from their files (`write_byo_files`), before any job
+    ("tokenizer-not-the-checkpoints", "byo", {"models.target": {"path": "ckpt", "tokenizer": "tok5"}},
+     ["config key models.target.tokenizer: the tokenizer tok5 has 5 tokens but the checkpoint ckpt has 200 "
+      "vocabulary rows, more than padding explains: it is not the checkpoint's own tokenizer"]),
+    ("dataset-tokenizer-not-its-checkpoints", "byo", {"datasets.notes.tokenizer": "ckpt_tok5"},
+     ["config key datasets.notes.tokenizer: the tokenizer ckpt_tok5 has 5 tokens but the checkpoint ckpt_tok5 "
+      "has 200 vocabulary rows, more than padding explains"]),
     ("shadow-without-the-world", "byo", {"shadow": {"shared": ["mimic"], "in_house": "i2b2", "ood": [],
                                                     "alice": "target", "bob": "target"}},
      ["config key shadow: needs the embedded world (a corpus: section)"]),
@@ -255,6 +269,8 @@ CASES = [
 #: configs just inside a limit: each passes (so that its check can fail)
 PASSES = [
     ("run-dots-in-a-name", "ci.yaml", {"run": "ci.v2"}),
+    ("tokenizer-the-checkpoints-own", "byo", {"models.target": {"path": "ckpt"}, "datasets.notes.tokenizer": "ckpt"}),
+    ("tokenizer-within-padding", "byo", {"models.target": {"path": "ckpt", "tokenizer": "tok72"}}),
     ("shadow-group-size-at-the-probes", "ci.yaml", {"shadow.group_size": 8}),
     ("shadow-mt-group-size-at-the-probes", "ci.yaml", {"shadow_mt.group_size": 8}),
     ("shadow-ood-probes-at-the-documents", "ci.yaml", {"shadow.ood": ["abstracts"], "shadow.probes": 12}),
