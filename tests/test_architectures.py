@@ -522,6 +522,10 @@ def test_vocabulary_check_on_sizes(caplog):
         check_vocabulary(_Rows(12), _Vocab(10, [0, 12]), "m", "t")  # a special id without a row
     with pytest.raises(UserError, match=r"has 12 tokens but the tokenizer t has 13"):
         check_vocabulary(_Rows(12), _Vocab(13, [0]), "m", "t")
-    with caplog.at_level("WARNING", logger="mlmia.models.loading"):
-        check_vocabulary(_Rows(1000), _Vocab(10, [0]), "m", "t")  # far more rows than padding explains: logged
-    assert any("990 more than the tokenizer t uses" in r.getMessage() for r in caplog.records)
+    check_vocabulary(_Rows(10 + 128), _Vocab(10, [0]), "m", "t")  # as many more rows as padding explains: fine
+    with pytest.raises(UserError) as info:  # one more: not the model's tokenizer (a 5-token cache entry), refused
+        check_vocabulary(_Rows(10 + 129), _Vocab(10, [0]), "m", "t")
+    assert str(info.value) == (
+        "model m: its vocabulary has 139 rows but the tokenizer t has 10 tokens (ids up to 9), 129 fewer, more than "
+        "padding explains: it is not the model's own tokenizer; score with the tokenizer the model was trained with"
+    )

@@ -122,6 +122,12 @@ def cli_case(case_id, tmp_path, model_dir):
         vocab = dict(base.get_vocab()) | {f"extra{i}": len(base) + i for i in range(300)}
         BertTokenizerFast(vocab=vocab, do_lower_case=True).save_pretrained(tmp_path / "big_tokenizer")
         return score(tokenizer=str(tmp_path / "big_tokenizer")), ["big_tokenizer"]
+    if case_id == "cli-tokenizer-far-smaller":  # 5 tokens for the model's 141 rows: every word one [UNK]
+        from transformers import BertTokenizerFast
+
+        vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+        BertTokenizerFast(vocab=vocab, do_lower_case=True).save_pretrained(tmp_path / "small_tokenizer")
+        return score(tokenizer=str(tmp_path / "small_tokenizer")), ["small_tokenizer has 5 tokens", "padding"]
     if case_id == "cli-patterns-zero":
         return score(patterns="0"), ["the number of masking patterns must be >= 1, got 0"]
     if case_id == "cli-patterns-not-a-number":
@@ -141,7 +147,8 @@ CLI_CASES = [
     "cli-samples-text-as-id",
     "cli-samples-not-utf8", "cli-samples-unknown-format", "cli-samples-bad-jsonl", "cli-samples-over-long",
     "cli-model-missing",
-    "cli-model-no-config", "cli-model-truncated-weights", "cli-tokenizer-vocabulary-mismatch", "cli-patterns-zero",
+    "cli-model-no-config", "cli-model-truncated-weights", "cli-tokenizer-vocabulary-mismatch", "cli-tokenizer-far-smaller",
+    "cli-patterns-zero",
     "cli-patterns-not-a-number", "cli-masks-renamed", "cli-convert-into-a-non-empty-directory",
 ]  # fmt: skip
 

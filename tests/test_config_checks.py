@@ -64,6 +64,13 @@ def byo() -> dict:
 
 def write_byo_files(folder) -> None:
     pd.DataFrame({"text": ["a b c", "d e f"], "group_id": ["p0", "p1"]}).to_csv(folder / "notes.csv", index=False)
+    # checkpoints and tokenizers as files: 200 vocabulary rows with their own 200 tokens, with 5
+    # (a stale cache entry), or a tokenizer of 72 (128 rows fewer: what padding explains)
+    for name, rows, tokens in (("ckpt", 200, 200), ("ckpt_tok5", 200, 5), ("tok5", None, 5), ("tok72", None, 72)):
+        (folder / name).mkdir()
+        if rows:
+            (folder / name / "config.json").write_text(f'{{"vocab_size": {rows}}}')
+        (folder / name / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(tokens)))
     pd.DataFrame({"group_id": ["p0"], "kind": ["name"]}).to_csv(folder / "phi_no_value.csv", index=False)
 
 
@@ -241,6 +248,13 @@ CASES = [
      ["config key models.target.training_text: file not found: gone.csv"]),
     ("tokenizer-missing", "byo", {"models.target.tokenizer": "data/tokenizers/gone"},
      ["config key models.target.tokenizer: no such file or directory: data/tokenizers/gone"]),
+    # a tokenizer that is not the checkpoint's own, from their files (`write_byo_files`), before any job
+    ("tokenizer-not-the-checkpoints", "byo", {"models.target": {"path": "ckpt", "tokenizer": "tok5"}},
+     ["config key models.target.tokenizer: the tokenizer tok5 has 5 tokens but the checkpoint ckpt has 200 "
+      "vocabulary rows, more than padding explains: it is not the checkpoint's own tokenizer"]),
+    ("dataset-tokenizer-not-its-checkpoints", "byo", {"datasets.notes.tokenizer": "ckpt_tok5"},
+     ["config key datasets.notes.tokenizer: the tokenizer ckpt_tok5 has 5 tokens but the checkpoint ckpt_tok5 "
+      "has 200 vocabulary rows, more than padding explains"]),
     ("shadow-without-the-world", "byo", {"shadow": {"shared": ["mimic"], "in_house": "i2b2", "ood": [],
                                                     "alice": "target", "bob": "target"}},
      ["config key shadow: needs the embedded world (a corpus: section)"]),
@@ -255,6 +269,8 @@ CASES = [
 #: configs just inside a limit: each passes (so that its check can fail)
 PASSES = [
     ("run-dots-in-a-name", "ci.yaml", {"run": "ci.v2"}),
+    ("tokenizer-the-checkpoints-own", "byo", {"models.target": {"path": "ckpt"}, "datasets.notes.tokenizer": "ckpt"}),
+    ("tokenizer-within-padding", "byo", {"models.target": {"path": "ckpt", "tokenizer": "tok72"}}),
     ("shadow-group-size-at-the-probes", "ci.yaml", {"shadow.group_size": 8}),
     ("shadow-mt-group-size-at-the-probes", "ci.yaml", {"shadow_mt.group_size": 8}),
     ("shadow-ood-probes-at-the-documents", "ci.yaml", {"shadow.ood": ["abstracts"], "shadow.probes": 12}),
@@ -397,6 +413,8 @@ FILE_CASES = [
     "file-extraction-phi-unknown-sample",
     "file-reference-pool-without-text",
     "file-raw-noteevents-without-text",
+    "file-dataset-patient-in-two-sources",
+    "file-raw-names-first-name-only",
 ]
 
 
@@ -426,6 +444,36 @@ def test_a_users_file_is_named_by_file_and_key(case_id, elsewhere, capsys):
             output={"splits": str(out), "texts": []},
         )  # fmt: skip
         assert line == "mlmia: error: config key references.pool: pool.csv lacks column(s) text"
+    elif case_id == "file-dataset-patient-in-two-sources":  # prepare_dataset reads the files before any model
+        (elsewhere / "mimic.csv").write_text("patient_id,note_id,sentence,text\n110,1,0,seen in clinic\n")
+        (elsewhere / "i2b2.csv").write_text("patient_id,note_id,sentence,text\n110,110-01,0,no distress\n")
+        spec = {"columns": {"group": 0, "text": 3},
+                "files": [{"path": "mimic.csv", "role": "member", "source": "mimic"},
+                          {"path": "i2b2.csv", "role": "nonmember", "source": "i2b2"}]}  # fmt: skip
+        line = fails_as_its_rule_runs_it(
+            "prepare_dataset.py", capsys, input={}, output=[str(out)],
+            params={"spec": spec, "key": "datasets.clinical", "tokenizer": "bert-base-uncased", "requirements": []},
+        )  # fmt: skip
+        assert line == (
+            "mlmia: error: datasets.clinical (mimic.csv, i2b2.csv): patient '110' is in two roles (member and "
+            "nonmember); a patient plays one role; it is listed under sources i2b2 and mimic: if these are different "
+            "populations, set datasets.clinical.group_ids: by_source"
+        )
+    elif case_id == "file-raw-names-first-name-only":  # Base-b saw "FIRST LAST text": a first name alone is refused
+        (elsewhere / "NOTEEVENTS.csv").write_text(
+            'ROW_ID,SUBJECT_ID,CATEGORY,ISERROR,TEXT\n1,7,Discharge summary,,"Seen today.\nHe is well."\n'
+        )
+        (elsewhere / "members.csv").write_text("SUBJECT_ID\n7\n")
+        (elsewhere / "names.csv").write_text("SUBJECT_ID,FIRST_NAME\n7,Ann\n")
+        line = fails_as_its_rule_runs_it(
+            "import_mimic_notes.py", capsys, output=[str(elsewhere / "raw" / "mimic_member.csv")],
+            input={"noteevents": "NOTEEVENTS.csv", "member_lists": ["members.csv"], "names": "names.csv"},
+            params={"categories": None, "patients": {"member": 1}, "seed": 0},
+        )  # fmt: skip
+        assert line == (
+            "mlmia: error: config key raw.mimic.names: names.csv: expected the columns SUBJECT_ID,name or "
+            "SUBJECT_ID,FIRST_NAME,LAST_NAME (Lehman et al.'s layout); the file has: SUBJECT_ID, FIRST_NAME"
+        )
     else:
         (elsewhere / "NOTEEVENTS.csv").write_text("ROW_ID,SUBJECT_ID,CATEGORY,ISERROR\n1,7,Discharge summary,\n")
         (elsewhere / "members.csv").write_text("SUBJECT_ID\n7\n")

@@ -52,6 +52,30 @@ def test_paper_processed_files_by_position(tmp_path):
     ]
 
 
+def test_patient_ids_of_disjoint_sources_are_kept_apart_by_source(tmp_path):
+    """MIMIC's SUBJECT_ID 110 and i2b2's patient 110 are two patients where the dataset says the
+    sources are disjoint populations (`group_ids: by_source`); as given, one patient in two roles."""
+    (tmp_path / "members.csv").write_text("patient_id,note_id,sentence,text\n110,1,0,seen in clinic\n")
+    (tmp_path / "nonmembers.csv").write_text("patient_id,note_id,sentence,text\n110,2,0,no acute distress\n")
+    files = [
+        {"path": "members.csv", "role": "member", "source": "mimic"},
+        {"path": "nonmembers.csv", "role": "nonmember", "source": "i2b2"},
+    ]
+    spec = {"columns": {"group": 0, "text": 3}, "files": files}
+    assert error(spec, tmp_path) == (
+        f"{KEY} ({tmp_path / 'members.csv'}, {tmp_path / 'nonmembers.csv'}): patient '110' is in two roles "
+        f"(member and nonmember); a patient plays one role; it is listed under sources i2b2 and mimic: if these "
+        f"are different populations, set {KEY}.group_ids: by_source"
+    )
+    df = read_dataset({**spec, "group_ids": "by_source"}, tmp_path, KEY)
+    assert df["group_id"].tolist() == ["mimic:110", "i2b2:110"]
+    # a real overlap within one source is still refused, and without the hint
+    files[1]["source"] = "mimic"
+    message = error({**spec, "group_ids": "by_source"}, tmp_path)
+    assert message.endswith("patient 'mimic:110' is in two roles (member and nonmember); a patient plays one role")
+    assert "group_ids" in error({**spec, "group_ids": "by_patient"}, tmp_path)
+
+
 def test_every_format_names_positions_role_column_and_role_names(tmp_path):
     # CSV by names, with an id column and a role column using the file's own labels
     (tmp_path / "named.csv").write_text("uid,pid,body,split\na1,p1,first text,train\na2,p2,second text,heldout\n")
@@ -262,7 +286,7 @@ def test_duplicate_ids_within_one_file(tmp_path):
     [
         (
             {"colums": {}},
-            f"{KEY}: unknown key(s) colums (known: format, header, columns, files, role_names, root, tokenizer, shards)",
+            f"{KEY}: unknown key(s) colums (known: format, header, columns, files, role_names, group_ids, root, tokenizer, shards)",
         ),
         ({"columns": {"text": "t"}}, f"{KEY}.columns.group: missing (a column name or a 0-based position)"),
         (

@@ -335,3 +335,56 @@ def test_write_processed_errors(tmp_path):
     with pytest.raises(UserError, match=r"write_processed x: missing column\(s\) role"):
         write_processed(sentence_table(1, 0), tmp_path, "x")
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Base-b's names
+
+
+def test_names_in_lehman_et_al_layout_give_the_full_name(tmp_path):
+    from mlmia.data.raw import insert_names, read_names
+
+    lehman = tmp_path / "names.csv"
+    lehman.write_text("SUBJECT_ID,FIRST_NAME,LAST_NAME\n11,Ann,Lee\n12.0,Bo,Van  Kim\n")
+    assert read_names(lehman) == {"11": "Ann Lee", "12": "Bo Van Kim"}
+    plain = tmp_path / "plain.csv"
+    plain.write_text("subject_id,Name\n11,Ann Lee\n")  # header names without case
+    assert read_names(plain) == {"11": "Ann Lee"}
+    sentences = pd.DataFrame(
+        {"patient_id": ["11", "12", "14"], "text": ["seen today", "discharged", "not trained"],
+         "role": ["member", "member_heldin", "nonmember"]}
+    )  # fmt: skip
+    named = insert_names(sentences, read_names(lehman), key="raw.mimic.names")
+    assert named["text"].tolist() == ["Ann Lee seen today", "Bo Van Kim discharged"]
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        # a layout that is neither: refused naming its columns (first names alone would be kept silently)
+        (
+            "SUBJECT_ID,FIRST_NAME\n11,Ann\n",
+            "expected the columns SUBJECT_ID,name or SUBJECT_ID,FIRST_NAME,LAST_NAME "
+            "(Lehman et al.'s layout); the file has: SUBJECT_ID, FIRST_NAME",
+        ),
+        (
+            "SUBJECT_ID,FIRST_NAME,MIDDLE_NAME,LAST_NAME\n11,Ann,J,Lee\n",
+            "the file has: SUBJECT_ID, FIRST_NAME, MIDDLE_NAME, LAST_NAME",
+        ),
+        ("patient,name\n11,Ann Lee\n", "the file has: patient, name"),
+        ("11,Ann,Lee\n12,Bo,Kim\n", "the file has: 3 column(s), names not shown"),  # no header: no name printed
+        ("SUBJECT_ID,FIRST_NAME,LAST_NAME\n11,Ann,\n", "row 1: empty LAST_NAME for patient '11'"),
+        ("SUBJECT_ID,name\n11,Ann Lee\n11,Bo Kim\n", "row 2: patient '11' given twice"),
+        ("SUBJECT_ID,name\n", "no names (a header row and no patients)"),
+    ],
+)
+def test_names_files_of_another_layout_are_refused(tmp_path, content, expected):
+    from mlmia.data.raw import read_names
+
+    path = tmp_path / "names.csv"
+    path.write_text(content)
+    with pytest.raises(UserError) as info:
+        read_names(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and expected in message and "\n" not in message
+    assert not {"Ann", "Lee", "Kim"} & set(message.replace(",", " ").split())

@@ -11,14 +11,16 @@ def main(snakemake):
     keys = {inputs.noteevents: "raw.mimic.noteevents", inputs.get("names") or "": "raw.mimic.names"}
     keys |= {path: f"raw.mimic.member_lists[{i}]" for i, path in enumerate(lists)}
     with naming_keys(keys):  # the user's files, by the config key that names each
+        names = read_names(inputs.names) if inputs.get("names") else None  # the small file first
         notes = mimic_noteevents(inputs.noteevents, lists, params.categories)
         chosen = sample_patients(notes, params.patients, params.seed, key="raw.mimic.patients")
+        # Base-b's members as it saw them: the patient's name before each sentence (every
+        # patient's name checked before anything is written)
+        named = None if names is None else insert_names(chosen, names, key="raw.mimic.names")
         directory = os.path.dirname(snakemake.output[0])
         write_processed(chosen, directory, "mimic")
-        if inputs.get("names"):
-            # Base-b's members as it saw them: the patient's name before each sentence
-            names = read_names(inputs.names)
-            write_processed(insert_names(chosen, names, key="raw.mimic.names"), directory, "mimic_named")
+        if named is not None:
+            write_processed(named, directory, "mimic_named")
 
 
 run_step(snakemake, main)

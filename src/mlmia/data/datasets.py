@@ -11,6 +11,7 @@ error messages)::
       - {path: members_long.csv, role: member, source: mimic, length: long}
       - {path: all.jsonl}
     role_names: {train: member, heldout: nonmember}   # optional: the files' role labels -> ROLES
+    group_ids: as_given     # or by_source: patients are `<source>:<group>`
 
 - Paths are relative to `root` (else the section's own ``root`` key, else the working
   directory); the section may also hold ``tokenizer`` and ``shards``, read by the caller
@@ -23,6 +24,11 @@ error messages)::
 - ``role_names`` maps labels (of the role column and of the files' roles) to
   ``member``, ``member_heldin``, ``nonmember`` or ``population``; labels that already are
   one of those need no entry.
+- ``group_ids``: ``as_given`` (the default) keeps the group column's value as the patient, so a
+  patient listed under two roles is refused whatever its sources; ``by_source`` makes the patient
+  ``<source>:<group>`` (``mimic:110``, ``i2b2:110``), for sources that are disjoint populations
+  whose ids may coincide (the paper's setup: MIMIC-III's SUBJECT_IDs and i2b2's record numbers
+  both run through the low hundreds).
 - ``sample_id`` is the id column when given, else ``"{file stem}:{i}"`` with ``i`` the
   0-based data row (the layout of imported score sets, so ``members.csv`` row 0 is
   ``members:0``). Error messages count data rows from 1 (the header is not a row).
@@ -50,6 +56,7 @@ from mlmia.vocabulary.manifest import (
     ROLES,
     check_roles_disjoint,
     length_bucket,
+    patient_in_two_roles,
 )
 from mlmia.vocabulary.schema import defaults
 
@@ -62,7 +69,9 @@ DATASET_COLUMNS = [c for c in MANIFEST_COLUMNS if c != "n_tokens"]
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")
-SPEC_KEYS = ("format", "header", "columns", "files", "role_names")
+SPEC_KEYS = ("format", "header", "columns", "files", "role_names", "group_ids")
+#: `group_ids`: a patient as the group column gives it, or namespaced by its source (`mimic:110`)
+GROUP_IDS = ("as_given", "by_source")
 #: keys of a dataset's config section that its caller reads (accepted and ignored here,
 #: except `root`, the default for the `root` argument)
 CALLER_KEYS = ("root", "tokenizer", "shards")
@@ -93,6 +102,8 @@ def _check_spec(spec, key: str) -> None:
     fmt = spec.get("format", DEFAULTS["format"])
     if fmt not in ("auto", *FORMATS):
         raise UserError(f"{key}.format: unknown format {fmt!r} (use one of auto, {', '.join(FORMATS)})")
+    if spec.get("group_ids", DEFAULTS["group_ids"]) not in GROUP_IDS:
+        raise UserError(f"{key}.group_ids: must be one of {', '.join(GROUP_IDS)}, got {spec['group_ids']!r}")
     if not isinstance(spec.get("header", DEFAULTS["header"]), bool):
         raise UserError(f"{key}.header: must be true or false, got {spec['header']!r}")
     columns = spec.get("columns")
@@ -357,8 +368,27 @@ def read_dataset(spec: dict, root: str | Path | None = None, key: str = "dataset
             log.info("%s: %d rows (%s)", path, len(part), part.groupby(["role", "source"]).size().to_dict())
         parts.append(part)
     manifest = pd.concat(parts, ignore_index=True)
-    check_roles_disjoint(manifest, f"{key} ({', '.join(str(p) for p in dataset_paths(spec, root))})")
+    if spec.get("group_ids", DEFAULTS["group_ids"]) == "by_source":
+        manifest["group_id"] = manifest["source"].astype(str) + ":" + manifest["group_id"].astype(str)
+    check_roles_disjoint(
+        manifest, f"{key} ({', '.join(str(p) for p in dataset_paths(spec, root))})", _sources_hint(manifest, key)
+    )
     return manifest[DATASET_COLUMNS]
+
+
+def _sources_hint(manifest: pd.DataFrame, key: str) -> str:
+    """What to set when the patient in two roles is listed under two sources: the same id in two
+    disjoint populations (MIMIC-III's SUBJECT_ID 110 and i2b2's patient 110) is two patients."""
+    found = patient_in_two_roles(manifest)
+    if found is None:
+        return ""
+    sources = sorted(set(manifest.loc[manifest["group_id"].astype(str) == found[0], "source"].astype(str)))
+    if len(sources) < 2:
+        return ""
+    return (
+        f"; it is listed under sources {' and '.join(sources)}: if these are different populations, "
+        f"set {key}.group_ids: by_source"
+    )
 
 
 def _bucket_function(buckets):

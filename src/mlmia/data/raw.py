@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError, shown_id
-from mlmia.core.io import atomic_path
+from mlmia.core.io import atomic_path, describe_columns
 from mlmia.core.logs import get_logger
 from mlmia.vocabulary.manifest import ROLES, TRAINED_ROLES
 
@@ -407,25 +407,55 @@ def write_processed(df: pd.DataFrame, directory: str | os.PathLike, prefix: str)
     return paths
 
 
+#: the names files `read_names` reads: (id column, name columns joined by a space), compared
+#: without case. Lehman et al.'s surrogate names for Base-b come as first and last name.
+NAMES_LAYOUTS = (("SUBJECT_ID", ("name",)), ("SUBJECT_ID", ("FIRST_NAME", "LAST_NAME")))
+
+
 def read_names(path: str | os.PathLike) -> dict[str, str]:
-    """Patient id -> surrogate name, from a CSV with a header row: the patient id in column 0
-    (or ``SUBJECT_ID``), the name in column 1 (or ``name``). Base-b's name insertion."""
+    """MIMIC-III SUBJECT_ID -> surrogate name (Base-b's name insertion), from a CSV with a header
+    row in one of `NAMES_LAYOUTS`: ``SUBJECT_ID,name``, or Lehman et al.'s
+    ``SUBJECT_ID,FIRST_NAME,LAST_NAME`` (the full name: first, a space, last, as Base-b was
+    trained on it). Header names are compared without case; other columns are refused, as a
+    layout that fits neither (naming its columns), an empty name part (naming the row and the
+    patient id) and a patient given twice. Keys are the SUBJECT_IDs as NOTEEVENTS.csv writes them
+    (`mimic_noteevents`' patient_id): the names are inserted before any dataset namespaces ids."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: names file not found")
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: empty names file") from None
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise UserError(f"{path}: cannot read as CSV: {str(exc).strip().splitlines()[0]}") from exc
-    if table.shape[1] < 2:
-        raise UserError(f"{path}: needs a patient id and a name column (has: {', '.join(table.columns)})")
-    ids = table["SUBJECT_ID"] if "SUBJECT_ID" in table.columns else table.iloc[:, 0]
-    names = table["name"] if "name" in table.columns else table.iloc[:, 1]
-    out = {}
-    for row, (pid, name) in enumerate(zip(ids, names), start=1):
-        if not str(name).strip():
-            raise UserError(f"{path}: row {row}: empty name for patient {shown_id(pid, 'group_id')}")
-        out[_norm_id(pid)] = str(name).strip()
+    header = [str(c).strip() for c in table.columns]
+    by_name = {c.casefold(): c for c in table.columns}
+    for id_column, name_columns in NAMES_LAYOUTS:
+        wanted = [id_column, *name_columns]
+        if sorted(c.casefold() for c in wanted) == sorted(c.casefold() for c in header):
+            break
+    else:
+        layouts = " or ".join(",".join([i, *n]) for i, n in NAMES_LAYOUTS)
+        raise UserError(
+            f"{path}: expected the columns {layouts} (Lehman et al.'s layout); "
+            f"the file has: {describe_columns(table.columns)}"
+        )
+    out: dict[str, str] = {}
+    ids = table[by_name[id_column.casefold()]]
+    parts = [table[by_name[c.casefold()]] for c in name_columns]
+    for row, (pid, *names) in enumerate(zip(ids, *parts), start=1):
+        patient = _norm_id(pid)
+        if not patient:
+            raise UserError(f"{path}: row {row}: empty {id_column}")
+        for column, name in zip(name_columns, names):
+            if not str(name).strip():
+                raise UserError(f"{path}: row {row}: empty {column} for patient {shown_id(patient, 'group_id')}")
+        if patient in out:
+            raise UserError(f"{path}: row {row}: patient {shown_id(patient, 'group_id')} given twice")
+        out[patient] = " ".join(" ".join(str(n).split()) for n in names)
+    if not out:
+        raise UserError(f"{path}: no names (a header row and no patients)")
     return out
 
 

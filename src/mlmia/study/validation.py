@@ -12,6 +12,7 @@ from mlmia.core.errors import UserError
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
+from mlmia.models.vocabulary_files import check_checkpoint_files
 from mlmia.study.checks.training import check_training
 from mlmia.vocabulary.layout import CORPORA
 from mlmia.vocabulary.spec import (
@@ -111,6 +112,7 @@ class Validation:
         for key, tokenizer in tokenizers.items():
             if tokenizer is not None and not Path(tokenizer).expanduser().exists() and not looks_like_hub_id(tokenizer):
                 raise UserError(f"config key {key}: no such file or directory: {tokenizer}")
+        self._check_vocabularies()
         known_sets = set(self.scored_sets()) | set(self.config.get("imported", {}).get("datasets", {}))
         imported_models = {m for d in self.config.get("imported", {}).get("datasets", {}).values() for m in d["models"]}
         for experiment in self.experiments.values():
@@ -124,6 +126,19 @@ class Validation:
                     raise UserError(
                         f"{self.spec_name}: experiment {experiment.name!r}: {role} {model!r} is not a configured model"
                     )
+
+    def _check_vocabularies(self) -> None:
+        """Each checkpoint given by path against the tokenizer it is scored with, and each dataset
+        tokenizer that is a checkpoint's (a hub id: `bert-base-uncased`) against that checkpoint,
+        from their files (local, or the local hub cache): a tokenizer that is not the checkpoint's
+        own would count every length and score every sample wrong (`mlmia.models.vocabulary_files`)."""
+        for name, spec in self.models.items():
+            if spec.get("path") is not None:
+                key = f"models.{name}.tokenizer" if spec.get("tokenizer") else f"models.{name}.path"
+                check_checkpoint_files(key, spec["path"], spec.get("tokenizer") or spec["path"])
+        for name, spec in self.config.get("datasets", {}).items():
+            if spec.get("tokenizer"):
+                check_checkpoint_files(f"datasets.{name}.tokenizer", spec["tokenizer"], spec["tokenizer"])
 
     def _check_pools(self) -> None:
         """Experiments that read the reference pool or neighbour texts have them configured."""

@@ -36,16 +36,26 @@ def length_bucket(n_tokens: int) -> str | None:
     return None
 
 
-def check_roles_disjoint(manifest: pd.DataFrame, where: str) -> None:
-    """A patient plays one role: one listed as a member and as a non-member (or population)
-    would make every patient-level number wrong. Names the patient and both roles."""
+def patient_in_two_roles(manifest: pd.DataFrame) -> tuple[str, list[str]] | None:
+    """The first patient (`group_id`) listed under more than one role, with its roles in the
+    order of `ROLES`; None when every patient plays one role."""
     roles = manifest[["group_id", "role"]].astype(str).drop_duplicates()
     twice = roles["group_id"].duplicated(keep=False)
-    if twice.any():
-        patient = roles.loc[twice, "group_id"].iloc[0]
-        both = sorted(roles.loc[roles["group_id"] == patient, "role"], key=ROLES.index)
+    if not twice.any():
+        return None
+    patient = roles.loc[twice, "group_id"].iloc[0]
+    return patient, sorted(roles.loc[roles["group_id"] == patient, "role"], key=ROLES.index)
+
+
+def check_roles_disjoint(manifest: pd.DataFrame, where: str, hint: str = "") -> None:
+    """A patient plays one role: one listed as a member and as a non-member (or population)
+    would make every patient-level number wrong. Names the patient and both roles; `hint`, when
+    given, ends the message."""
+    found = patient_in_two_roles(manifest)
+    if found is not None:
+        patient, both = found
         raise UserError(
-            f"{where}: patient {patient!r} is in two roles ({' and '.join(both)}); a patient plays one role"
+            f"{where}: patient {patient!r} is in two roles ({' and '.join(both)}); a patient plays one role{hint}"
         )
 
 
