@@ -44,7 +44,7 @@ test-default: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not slurm and not workflow"
 
-# Every speed figure of docs/benchmark_run.md in one run (about 5 min on 2 cores; add
+# Every speed figure of docs/benchmark_run.md in one run (about 6 min on 2 cores; add
 # BENCH_ARGS=--default-run to also time the default run and a one-table rerun, +15 min).
 BENCH_ARGS ?=
 bench: $(STAMP)
@@ -53,7 +53,7 @@ bench: $(STAMP)
 # The GPU check (bench/gpu_check.py; docs/testing.md#the-gpu-check): the gpu-marked tests, CUDA
 # against CPU energies, BERT-base-shaped bf16 and fp32 scoring with MFU, the batch size from free
 # memory and the out-of-memory halving on real memory; one line per item in results/gpu_check.txt.
-# About 2 minutes on one H100. Exit 0: all pass; 1: an item failed; 3: no GPU here (needs a CUDA
+# About 2 minutes on one H100 (estimated; not yet run on a GPU). Exit 0: all pass; 1: an item failed; 3: no GPU here (needs a CUDA
 # build of torch in .venv: see TORCH above). Bare, without the venv: PYTHONPATH=src python3 bench/gpu_check.py
 GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)

@@ -7,7 +7,8 @@ It needs torch (a CUDA build), transformers, numpy, pandas, pyarrow, PyYAML and 
 of the project's dependencies: no snakemake, jsonschema or opacus, and no install of the library
 (`PYTHONPATH=src`). Every module it uses is imported before it looks for a GPU, so reaching the
 refusal below proves the import closure (tests/test_gpu_check.py runs it with jsonschema,
-snakemake and opacus blocked). About 2 minutes on one H100 (at most 5).
+snakemake and opacus blocked). About 2 minutes on one H100 by its sizes (an estimate: it has not
+yet run on a GPU); the budget is 5.
 
 Items, each one summary line, PASS or FAIL with its figures, on stdout and in `--out` (default
 results/gpu_check.txt, after a header line naming the commit, the card, torch and CUDA):
