@@ -53,8 +53,9 @@ bench: $(STAMP)
 # The GPU check (bench/gpu_check.py; docs/testing.md#the-gpu-check): the gpu-marked tests, CUDA
 # against CPU energies, BERT-base-shaped bf16 and fp32 scoring with MFU, the batch size from free
 # memory and the out-of-memory halving on real memory; one line per item in results/gpu_check.txt.
-# About 2 minutes on one H100 (estimated; not yet run on a GPU). Exit 0: all pass; 1: an item failed; 3: no GPU here (needs a CUDA
-# build of torch in .venv: see TORCH above). Bare, without the venv: PYTHONPATH=src python3 bench/gpu_check.py
+# About 2 minutes on one H100 (estimated; not yet run on a GPU). The script exits 0: all pass;
+# 1: an item failed; 3: no GPU here (needs a CUDA build of torch in .venv: see TORCH above);
+# make itself then exits 2. Bare, without the venv: PYTHONPATH=src python3 bench/gpu_check.py
 GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)
 	$(BIN)/python bench/gpu_check.py $(GPU_CHECK_ARGS)
