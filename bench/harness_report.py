@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from authors_loop import K
+from bert_base import cpu_markdown
 from harness_scorer import HIDDEN, IMPORT_FLOOR, LAYERS, VOCAB
 
 from mlmia.report.markdown import markdown_table
@@ -121,17 +122,32 @@ def markdown(r: dict) -> str:
     memory = [[x["samples"], f"{x['wall_s']:.1f}", f"{x['peak_rss_mib']:.0f}"] for x in r["memory"]]
     lines += ["", "## (f) Peak memory against corpus size (`mlmia score`, K = 10)", "",
               markdown_table(["samples", "wall s", "peak RSS MiB"], memory)]  # fmt: skip
-    lines += ["", "## (g) GPU", ""]
-    g = r.get("gpu")
-    lines.append(
-        f"{g['device']}: BERT-base bf16 {g['samples_per_s']:.0f} samples/s, {g['tflop_per_s']:.0f} useful TFLOP/s; "
-        f"energies within {g['max_abs_diff_vs_cpu_fp32']:.2g} of CPU fp32."
-        if g
-        else "No CUDA device in this run: not measured."
-    )
+    lines += ["", "## (g) GPU", ""] + gpu_lines(r.get("gpu"))
+    lines += ["", "## (h) BERT-base-shaped scoring on the CPU", ""]
+    lines += cpu_markdown(r["bert_base_cpu"]) if r.get("bert_base_cpu") else ["Not measured in this run."]
     met = [[t, v, "yes" if ok else "no"] for t, v, ok in targets(r)]
     lines += ["", "## Targets (issue 14)", "", markdown_table(["target", "measured", "met"], met)]
     return "\n".join(lines) + "\n"
+
+
+GPU_COLUMNS = ["precision", "samples", "samples/s", "useful TFLOP/s", "dense peak TFLOP/s", "MFU", "batches",
+               "max abs energy diff vs CPU fp32"]  # fmt: skip
+
+
+def gpu_lines(g: dict | None) -> list[str]:
+    """Section (g): one row per precision of `harness_scorer.gpu_mfu`, or why there is none."""
+    if not g:
+        return ["No CUDA device in this run: not measured (`make gpu-check` on a machine with one)."]
+    rows = [[x["precision"], x["samples"], f"{x['samples_per_s']:.0f}", f"{x['tflop_per_s']:.1f}",
+             f"{x['peak_tflop_per_s']:.0f}" if x["peak_tflop_per_s"] else "card not listed",
+             f"{x['mfu']:.0%}" if x["mfu"] is not None else "-", x["batch_policy"],
+             f"{x['max_abs_diff_vs_cpu_fp32']:.2g}"] for x in g["runs"]]  # fmt: skip
+    return [
+        f"{g['device']} (torch {g['torch']}, CUDA {g['cuda']}): BERT-base-shaped scoring, K = {g['patterns']}; "
+        f"energies of the first {g['cpu_samples']} samples against the CPU's fp32 ones.",
+        "",
+        markdown_table(GPU_COLUMNS, rows),
+    ]
 
 
 def targets(r: dict) -> list[tuple[str, str, bool | None]]:
@@ -150,6 +166,10 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
          f"{r['memory'][-1]['peak_rss_mib'] / r['memory'][0]['peak_rss_mib']:.2f}x",
          r["memory"][-1]["peak_rss_mib"] <= 1.25 * r["memory"][0]["peak_rss_mib"]),
     ]  # fmt: skip
+    bf16 = next((x for x in (r.get("gpu") or {}).get("runs", []) if x["precision"] == "bf16"), None)
+    if bf16 is not None and bf16["mfu"] is not None:
+        out.append(("BERT-base >= 40% MFU in bf16 on an H100/H200", f"{bf16['mfu']:.0%} ({r['gpu']['device']})",
+                    bf16["mfu"] >= 0.4))  # fmt: skip
     dr = r.get("default_run") or {}
     if "run" in dr:
         out.append(("default run <= 10 min wall", f"{dr['run']['wall_s'] / 60:.1f} min", dr["run"]["wall_s"] <= 600))

@@ -1,18 +1,22 @@
 """The benchmark harness's scorer sections: (b) the scorer's steady state, (c) the authors' loop
 and the oracle against it, (d) whole processes against the import floor, (f) peak memory, the
-training throughput, and (g) BERT-base MFU on a GPU where there is one."""
+training throughput, (g) BERT-base-shaped scoring on a GPU where there is one (also
+`bench/gpu_check.py`'s) and (h) the same on the CPU."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
 from pathlib import Path
 
+import bert_base
 import numpy as np
 import pandas as pd
 from authors_loop import K, authors_loop
 from bench_scoring import build_model, build_tokenizer, synthetic_samples, useful_flops
+from bert_base import PAPER_K
 from harness_machine import BENCH, best_of, timed_process, torch_threads
 
 LAYERS, HIDDEN, VOCAB = 2, 128, 3000
@@ -138,40 +142,42 @@ def training_throughput(work: Path, tokenizer_dir: Path, precisions: list[str], 
     return rows
 
 
-def gpu_mfu(repeats: int) -> dict | None:
-    """BERT-base (12 x 768, 30522 vocabulary, random) masked-energy scoring in bf16 on CUDA: useful
-    FLOPs / s over the device's dense bf16 peak (`--gpu-peak-tflops`), and the CUDA energies
-    against the CPU fp32 ones on a subset."""
+def bert_base_cpu(work: Path, samples: int, repeats: int, threads: int) -> dict:
+    """Section (h): `bench/bert_base.py` as a child process (BERT-base-shaped scoring on the CPU at
+    the paper's K): its rows, and the child's wall time and peak RSS from `os.wait4`."""
+    out = work / "bert_base.json"
+    run = timed_process([sys.executable, str(BENCH / "bert_base.py"), "--samples", str(samples), "--repeats",
+                         str(repeats), "--threads", str(threads), "--json", str(out)])  # fmt: skip
+    r = json.loads(out.read_text())
+    return {**r, "peak_rss_mib": run["peak_rss_mib"], "wall_s": run["wall_s"]}
+
+
+def gpu_mfu(repeats: int, samples: int = 4000, precisions: tuple[str, ...] = ("bf16",), cpu_samples: int = 50,
+            patterns: int = PAPER_K) -> dict | None:  # fmt: skip
+    """BERT-base-shaped (12 x 768, 30522 vocabulary, random) masked-energy scoring on CUDA at the
+    paper's K, one run per precision (autocast bf16; fp32): samples/s, useful TFLOP/s and the MFU
+    against the card's dense peak (`bert_base.GPU_PEAKS`; None for a card not listed), with the
+    energies of the first `cpu_samples` against the CPU's fp32 ones. None without a CUDA device.
+    fp32 runs a quarter of the samples (its peak is a fifteenth of bf16's on an H100)."""
     import torch
 
     if not torch.cuda.is_available():
         return None
-    from transformers import BertConfig, BertForMaskedLM
-
-    from mlmia.scoring.energy import score_samples
-
-    tok, words = build_tokenizer(30522)
-    df = synthetic_samples(words, 4000, 20, 60)
-    torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig()).eval()
-    cpu = score_samples(model, tok, df.head(50), patterns=K, device="cpu")
-    score_samples(model, tok, df.head(200), patterns=K, device="cuda", precision="bf16")
-    best = math.inf
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = score_samples(model, tok, df, patterns=K, device="cuda", precision="bf16")
-        torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
-    from mlmia.scoring.masks import n_masked
-
-    lengths = np.array([len(x) for x in tok(df.text.tolist(), add_special_tokens=False)["input_ids"]])
-    copies = np.array([min(K, math.comb(int(t), n_masked(int(t), "ceil"))) for t in lengths])
-    masked = np.array([n_masked(int(t), "ceil") for t in lengths])
-    flops = useful_flops(lengths, copies, masked, 12, 768, 30522)
-    return {
-        "device": torch.cuda.get_device_name(0),
-        "samples_per_s": len(df) / best,
-        "tflop_per_s": flops / best / 1e12,
-        "max_abs_diff_vs_cpu_fp32": float(np.abs(out["energy"].to_numpy()[:50] - cpu["energy"].to_numpy()).max()),
-    }
+    tok, df = bert_base.workload(samples)
+    mdl = bert_base.model()
+    cpu = bert_base.timed_scoring(mdl, tok, df.head(cpu_samples), device="cpu", precision="fp32",
+                                  patterns=patterns)["energies"]  # fmt: skip
+    device = torch.cuda.get_device_name(0)
+    runs = []
+    for precision in precisions:
+        part = df if precision != "fp32" else df.head(max(cpu_samples, samples // 4))
+        run = bert_base.timed_scoring(mdl, tok, part, device="cuda", precision=precision, patterns=patterns,
+                                      repeats=repeats)  # fmt: skip
+        run["max_abs_diff_vs_cpu_fp32"] = float(np.abs(run.pop("energies")[:cpu_samples] - cpu).max())
+        run["peak_tflop_per_s"] = bert_base.gpu_peak(device, precision)
+        run["mfu"] = run["tflop_per_s"] / run["peak_tflop_per_s"] if run["peak_tflop_per_s"] else None
+        runs.append(run)
+    mdl.cpu()
+    torch.cuda.empty_cache()
+    return {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda, "patterns": patterns,
+            "cpu_samples": cpu_samples, "cpu_min_abs_energy": float(np.abs(cpu).min()), "runs": runs}  # fmt: skip

@@ -17,10 +17,15 @@ Sections (each a function below; the Markdown names them the same way):
   (e) stages: wall and CPU seconds per rule of a default run (its benchmark files), with the
       run's total wall and CPU time, and a one-table rerun after an alpha change;
   (f) memory: peak RSS of `mlmia score` against the number of samples;
-  (g) GPU: BERT-base scoring MFU when a CUDA device is present (else stated as not measured).
+  (g) GPU: BERT-base-shaped scoring at the paper's K in bf16, samples/s and MFU against the card's
+      dense peak, when a CUDA device is present (else stated as not measured; `make gpu-check`
+      checks the whole GPU path);
+  (h) BERT-base-shaped scoring on the CPU at the paper's K (`bench/bert_base.py` as a process):
+      samples/s, share of the roofline, peak RSS.
 
-The models are random BertForMaskedLM of the default world's Base shape (2 layers x 128, 3k
-WordPiece vocabulary); timings are wall clock, best of `--repeats`.
+The models of (b)-(f) are random BertForMaskedLM of the default world's Base shape (2 layers x
+128, 3k WordPiece vocabulary); those of (g) and (h) BERT-base's shape (12 x 768, 30522);
+timings are wall clock, best of `--repeats`.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from harness_scorer import (
     HIDDEN,
     LAYERS,
     VOCAB,
+    bert_base_cpu,
     gpu_mfu,
     loops,
     memory,
@@ -59,6 +65,7 @@ def main(argv=None) -> None:
     ap.add_argument("--loop-samples", type=int, default=50, help="samples for the authors' loop and the oracle")
     ap.add_argument("--process-sizes", type=int, nargs="+", default=[1, 200, 2000])
     ap.add_argument("--memory-sizes", type=int, nargs="+", default=[1000, 4000, 16000])
+    ap.add_argument("--bert-base-samples", type=int, default=16, help="samples of section (h), BERT-base on the CPU")
     ap.add_argument("--default-run", action="store_true", help="time snakemake on the default config (minutes)")
     ap.add_argument("--no-bf16-run", action="store_true", help="with a default run: skip its bf16 rescoring")
     ap.add_argument("--existing-run", type=Path, default=None,
@@ -110,6 +117,8 @@ def main(argv=None) -> None:
         print("memory", r["memory"], flush=True)
         r["training"] = training_throughput(work, model_dir, precisions)
         print("training", r["training"], flush=True)
+        r["bert_base_cpu"] = bert_base_cpu(work, args.bert_base_samples, args.repeats, args.threads)
+        print("bert-base cpu", [(x["precision"], round(x["samples_per_s"], 2)) for x in r["bert_base_cpu"]["rows"]])
         save(r, args.out)
         copy = args.existing_run
         if args.default_run:

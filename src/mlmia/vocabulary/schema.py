@@ -24,7 +24,6 @@ import os
 from functools import cache
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from mlmia.core.errors import UserError
@@ -87,6 +86,8 @@ def _filled_at_validation(schema: dict, name: str) -> bool:
 
 def _filling_defaults(validator_class):
     """A validator class that sets each missing property's default before checking it."""
+    import jsonschema  # here, not at the top: reading defaults needs no validator (the scorer on a bare GPU machine)
+
     check_properties = validator_class.VALIDATORS["properties"]
 
     def properties(validator, properties, instance, schema):
@@ -201,6 +202,8 @@ def validate(instance: dict, schema_file: str | os.PathLike, what: str = "config
     if not isinstance(instance, dict):
         raise UserError(f"{what} (top level): must be a mapping, got {type(instance).__name__}")
     check_renamed(instance, _schema_name(schema_file), what)
+    import jsonschema
+
     schema = load_schema(schema_file)
     validator_class = _filling_defaults(jsonschema.validators.validator_for(schema))
     error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(instance))
