@@ -86,8 +86,11 @@ def test_the_gpu_marked_tests_collect_without_the_blocked_modules(blocker):
 
 
 def test_make_gpu_check_runs_the_script_with_the_venvs_python_and_refuses(tmp_path):
-    dry = subprocess.run(["make", "-n", "gpu-check", f"GPU_CHECK_ARGS=--out {tmp_path / 'x.txt'}"], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+    # under `make test` the outer make's MAKEFLAGS and MAKELEVEL would make this one a sub-make
+    # that prints "Entering/Leaving directory" lines around the recipe
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "gpu-check", f"GPU_CHECK_ARGS=--out {tmp_path / 'x.txt'}"],
+                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
     command = dry[-1].split()
     assert command[:2] == [".venv/bin/python", "bench/gpu_check.py"] and command[2:] == [
         "--out",
