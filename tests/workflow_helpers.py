@@ -131,7 +131,8 @@ def start_config(workdir: Path, base: str, *targets: str) -> tuple[subprocess.Po
     copy_workflow(workdir)
     write_config(workdir, base)
     log = workdir / "snakemake_run.log"
-    return start_snakemake(workdir, "--configfile", "test_config.yaml", *targets, log=log), log
+    # the targets first: --configfile takes every word after it
+    return start_snakemake(workdir, *targets, "--configfile", "test_config.yaml", log=log), log
 
 
 def run_config(workdir: Path, base: str, *targets: str, timeout: int = 5400) -> Path:
@@ -139,5 +140,5 @@ def run_config(workdir: Path, base: str, *targets: str, timeout: int = 5400) -> 
     repository at `workdir`."""
     copy_workflow(workdir)
     write_config(workdir, base)
-    run_snakemake(workdir, "--configfile", "test_config.yaml", *targets, timeout=timeout)
+    run_snakemake(workdir, *targets, "--configfile", "test_config.yaml", timeout=timeout)
     return workdir
