@@ -12,6 +12,8 @@ rule attack_table:
         models=lambda wildcards: STUDY.experiment_models(wildcards.experiment),
         columns=lambda wildcards: STUDY.attack_columns(wildcards.experiment),
         settings=lambda wildcards: STUDY.attack_settings(),
+        # which audited samples have neighbour texts (neighbours.subsample)
+        subsample=lambda wildcards: STUDY.neighbour_draw(),
         code=library_code("attack_table.py"),
     script:
         "../workflow/scripts/attack_table.py"

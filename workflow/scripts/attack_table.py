@@ -19,6 +19,7 @@ def main(snakemake):
         energy=experiment.energy,
         splits=pd.read_parquet(splits) if splits else None,
         neighbours=pd.read_parquet(neighbours, columns=["sample_id", NEIGHBOUR_OF]) if neighbours else None,
+        subsample=snakemake.params.subsample,
         settings=snakemake.params.settings,
         where=f"experiment {experiment.name!r}",
         **experiment.selection(),

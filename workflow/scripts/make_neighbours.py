@@ -4,6 +4,7 @@ from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
 from mlmia.models.loading import load_mlm
 from mlmia.scoring.neighbours import neighbour_samples
+from mlmia.vocabulary.manifest import neighbour_subsample
 
 
 def main(snakemake):
@@ -11,6 +12,8 @@ def main(snakemake):
     model, tokenizer = load_mlm(params.model, "auto")
     samples = pd.read_parquet(snakemake.input.samples)
     settings = params.settings
+    if settings["subsample"]:  # neighbour texts for the drawn samples only (neighbours.subsample)
+        samples = samples[neighbour_subsample(samples, settings["subsample"], settings["seed"])]
     neighbours = neighbour_samples(
         model,
         tokenizer,

@@ -65,8 +65,9 @@ class Attack:
       row with others, as RMIA's population or a pooled variance does, so it is computed
       once on the whole table and never on a part of it);
     - `scored_roles`: the roles of the rows its statistic is defined on (None: every role);
-      the metrics drop the other rows for this attack before they compute anything, and a
-      threshold taken on a role it does not score is not computed for it;
+      the metrics drop the other rows for this attack before they compute anything (`scored`,
+      which an attack may narrow to the rows that have its inputs), and a threshold taken on a
+      role it does not score is not computed for it;
     - `reads_population`: True when a row's statistic compares it with the population rows
       (RMIA), so that a table of it says which population each column took;
     - `parameters`: the attack's settings and their defaults; `self.params` holds them with
@@ -101,6 +102,13 @@ class Attack:
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         """One float per row of `table` (an attack table or a part of it)."""
         raise NotImplementedError
+
+    def scored(self, table: pd.DataFrame) -> np.ndarray | None:
+        """Which rows of `table` its statistic is defined on (None: every row): those of
+        `scored_roles`. An attack whose inputs exist for some rows only narrows it further."""
+        if self.scored_roles is None:
+            return None
+        return table["role"].isin(self.scored_roles).to_numpy()
 
     def reads_other_rows(self) -> bool:
         """Whether a row's statistic depends on the other rows of the table it is given."""

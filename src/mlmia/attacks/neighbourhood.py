@@ -24,7 +24,10 @@ class Neighbourhood(Attack):
     (`neighbours_energy`: one energy per neighbour, each scored under the sample's own masking
     patterns, so that the difference carries no masking noise of its own). No reference
     model is needed. A population sample has no statistic (NaN): its neighbours are not
-    scored. Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
+    scored; nor has an audited sample outside the configured subsample
+    (`neighbours.subsample`, `mlmia.vocabulary.manifest.neighbour_subsample`), whose
+    ``neighbours_energy`` the attack table leaves empty (None): the metrics compute this
+    attack on the rows that have neighbour energies (`scored`). Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
     definitions) follows MIMIR's neighbourhood attack (iamgroot42/mimir,
     ``mimir/attacks/neighborhood.py``: the text's loss minus the mean of its neighbours'
     losses), the losses being masked energies (see `mlmia.attacks.loss`); how the neighbours
@@ -39,15 +42,23 @@ class Neighbourhood(Attack):
     # statistic (NaN) and so no population threshold for this attack
     scored_roles = NEIGHBOUR_ROLES
 
+    def scored(self, table: pd.DataFrame) -> np.ndarray:
+        """The audited rows that have neighbour energies: a sample outside the neighbour
+        subsample has None (an empty list is an error of the statistic)."""
+        scored = table["role"].isin(self.scored_roles).to_numpy() if "role" in table else np.ones(len(table), bool)
+        if "neighbours_energy" not in table:
+            return scored
+        return scored & np.array([values is not None for values in table["neighbours_energy"].tolist()], dtype=bool)
+
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         energy = table["target_energy"].to_numpy(dtype=float)
         out = np.full(len(table), np.nan)
         ids = row_ids(table)
-        scored = table["role"].isin(self.scored_roles).to_numpy() if "role" in table else np.ones(len(table), bool)
+        scored = self.scored(table)
         for i, values in enumerate(table["neighbours_energy"].tolist()):
             if not scored[i]:
                 continue
-            values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
+            values = np.asarray(values, dtype=float).reshape(-1)
             if values.size == 0:
                 raise UserError(f"attack neighbourhood: sample {ids[i]} has no neighbour energies")
             if not np.isfinite(values).all():

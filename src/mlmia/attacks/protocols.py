@@ -114,16 +114,20 @@ THRESHOLD_ROLES = {"population": "population", "heldin_mean": "member_heldin"}
 
 
 def scored_parts(table: pd.DataFrame, attacks: list[Attack]) -> list[tuple[pd.DataFrame, list[Attack]]]:
-    """The attack table split by the roles the attacks score (`Attack.scored_roles`): one part
-    per distinct set, its rows in table order, with the attacks that score them. Rows an attack
-    does not score (LiRA online's held-in and population rows) are dropped here, before any
-    metric, so that an undefined statistic never reaches one."""
-    parts: dict[tuple[str, ...] | None, list[Attack]] = {}
+    """The attack table split by the rows the attacks score (`Attack.scored`: their
+    `scored_roles`, narrowed by an attack whose inputs some rows lack): one part per distinct
+    (roles, rows), its rows in table order, with the attacks that score them. Rows an attack
+    does not score (LiRA online's held-in and population rows; the neighbourhood attack's
+    samples outside `neighbours.subsample`) are dropped here, before any metric, so that an
+    undefined statistic never reaches one."""
+    parts: dict[tuple, tuple[np.ndarray | None, list[Attack]]] = {}
     for attack in attacks:
-        parts.setdefault(attack.scored_roles, []).append(attack)
+        rows = attack.scored(table)
+        key = (attack.scored_roles, None if rows is None else np.asarray(rows, dtype=bool).tobytes())
+        parts.setdefault(key, (rows, []))[1].append(attack)
     return [
-        (table if roles is None else table[table["role"].isin(roles)].reset_index(drop=True), chosen)
-        for roles, chosen in parts.items()
+        (table if rows is None else table[np.asarray(rows, dtype=bool)].reset_index(drop=True), chosen)
+        for rows, chosen in parts.values()
     ]
 
 

@@ -10,7 +10,8 @@ Inputs by role (the attack-table builder is the only place that knows where they
   sample was in that reference's training split (from the splits table);
 - ``neighbours``: the target's scores of the neighbour samples, joined into lists in the
   neighbour table's order: a neighbour belongs to the sample its ``neighbour_of`` column names
-  (`mlmia.scoring.neighbours`; no id is parsed);
+  (`mlmia.scoring.neighbours`; no id is parsed); None for a sample without neighbour texts (a
+  population sample, or one outside `neighbours.subsample`);
 - ``sample``: features computed from the selected samples themselves (`SAMPLE_FEATURES`).
 """
 
@@ -25,7 +26,7 @@ import pandas as pd
 from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
 from mlmia.vocabulary.experiment import DEFAULTS as EXPERIMENT
-from mlmia.vocabulary.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, taken
+from mlmia.vocabulary.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, neighbour_subsample, taken
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
 
@@ -129,6 +130,7 @@ def build_attack_table(
     energy: str = EXPERIMENT["energy"],
     splits: pd.DataFrame | None = None,
     neighbours: pd.DataFrame | None = None,
+    subsample: dict | None = None,
     settings: dict | None = None,
     where: str = "attack table",
 ) -> pd.DataFrame:
@@ -140,7 +142,8 @@ def build_attack_table(
     the columns its attacks read ("energy", "energy@normalized", "token_logp", ...; for
     ``sample``, feature names). `splits` (sample_id, reference, in) says which samples each
     reference was trained on; `neighbours` (sample_id, neighbour_of), the neighbour table
-    whose scores ``neighbours`` holds."""
+    whose scores ``neighbours`` holds; `subsample` ({"subsample": ..., "seed": ...}, config key
+    `neighbours`), which audited samples have neighbour texts (None or an empty subsample: all)."""
     attack_names()  # the attack modules register their sample features (blind) when discovered
     selected = select_samples(manifest, nonmembers=nonmembers, population=population, length=length, where=where)
     table = selected.copy()
@@ -170,8 +173,9 @@ def build_attack_table(
             if role == "references":
                 table[input_column(role, column)] = _reference_lists(given, models[role], ids, name, kind, where)
             elif role == "neighbours":
+                scored = _with_neighbours(table, manifest, subsample)
                 table[input_column(role, column)] = _neighbour_lists(
-                    given, neighbours, models[role], ids, table["role"], name, kind, where
+                    given, neighbours, models[role], ids, scored, name, kind, where
                 )
             else:
                 indexed = _indexed(given, models[role], [name], kind, where)
@@ -191,12 +195,24 @@ def _reference_lists(tables: list[pd.DataFrame], names: list[str], ids, column, 
     return [list(values) for values in zip(*per_model)] if per_model else [[] for _ in ids]
 
 
+def _with_neighbours(table: pd.DataFrame, manifest: pd.DataFrame, subsample: dict | None) -> np.ndarray:
+    """Which rows of the attack table have scored neighbour texts: the audited ones
+    (`NEIGHBOUR_ROLES`), and with `neighbours.subsample` those it drew, on the whole sample
+    table as the neighbour table was (`neighbour_subsample`)."""
+    audited = table["role"].isin(NEIGHBOUR_ROLES).to_numpy()
+    if not subsample or not subsample.get("subsample"):
+        return audited
+    chosen = neighbour_subsample(manifest, subsample["subsample"], subsample["seed"])
+    return audited & table["sample_id"].astype(str).isin(manifest.loc[chosen, "sample_id"].astype(str)).to_numpy()
+
+
 def _neighbour_lists(
-    scores: pd.DataFrame, neighbours: pd.DataFrame | None, model: str, ids, roles, column, kind, where
+    scores: pd.DataFrame, neighbours: pd.DataFrame | None, model: str, ids, scored: np.ndarray, column, kind, where
 ):
-    """Each audited sample's neighbours' `column`, in the neighbour table's order (its
-    ``neighbour_of`` names the sample); None for a population sample, whose neighbours are not
-    scored (`mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`)."""
+    """Each scored sample's neighbours' `column` (`scored`: `_with_neighbours`), in the neighbour
+    table's order (its ``neighbour_of`` names the sample); None for a population sample, whose
+    neighbours are not scored (`mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`), and for one outside
+    the neighbour subsample."""
     if neighbours is None:
         raise UserError(f"{where}: the neighbours' scores come without their neighbour table")
     missing = [c for c in ("sample_id", NEIGHBOUR_OF) if c not in neighbours.columns]
@@ -205,7 +221,7 @@ def _neighbour_lists(
     indexed = _indexed(scores, model, [column], kind, where)
     # only the selected samples' neighbours: a model's neighbour scores cover the samples its
     # experiments read (`mlmia.vocabulary.manifest.rows_read`), not every sample's
-    audited = ids[roles.isin(NEIGHBOUR_ROLES).to_numpy()]
+    audited = ids[scored]
     neighbours = neighbours[neighbours[NEIGHBOUR_OF].astype(str).isin(audited)]
     values = _values(indexed, neighbours["sample_id"].astype(str), column, model, kind, where)
     grouped = pd.Series(list(values)).groupby(neighbours[NEIGHBOUR_OF].astype(str).to_numpy(), sort=False).agg(list)

@@ -41,14 +41,14 @@ from mlmia.vocabulary.layout import (
     model_dir,
     table_files,
 )
-from mlmia.vocabulary.manifest import TRAINED_ROLES
+from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES, TRAINED_ROLES
 from mlmia.vocabulary.schema import defaults, load_yaml, schema_path, validate
 from mlmia.vocabulary.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
 
 #: model keys that are not training settings (where the model comes from)
 NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text")
 #: the config keys of neighbours that draw the neighbour texts
-NEIGHBOUR_KEYS = ("count", "candidates", "dropout", "seed")
+NEIGHBOUR_KEYS = ("count", "candidates", "dropout", "seed", "subsample")
 log = get_logger(__name__)
 
 
@@ -269,6 +269,11 @@ class Study(Validation, ExperimentNeeds, Plans):
         without its model, which the rule reads as an input)."""
         return {key: self.config["neighbours"][key] for key in NEIGHBOUR_KEYS}
 
+    def neighbour_draw(self) -> dict:
+        """Which audited samples have neighbour texts, for the attack tables: `neighbours.subsample`
+        and the seed it is drawn with (`mlmia.vocabulary.manifest.neighbour_subsample`)."""
+        return {key: self.config["neighbours"][key] for key in ("subsample", "seed")}
+
     def neighbour_sets(self) -> list[str]:
         return sorted({e.neighbour_set for e in self.experiments.values() if e.neighbours})
 
@@ -285,7 +290,7 @@ class Study(Validation, ExperimentNeeds, Plans):
         if dataset.endswith(NEIGHBOUR_SET):
             base = dataset[: -len(NEIGHBOUR_SET)]
             per_job = int(self.config["scoring"]["neighbour_sets_per_job"])
-            return self.shards(base) * math.ceil(int(self.config["neighbours"]["count"]) / per_job)
+            return self._subsample_shards(base) * math.ceil(int(self.config["neighbours"]["count"]) / per_job)
         if dataset in self.config.get("datasets", {}):
             wanted = self.config["datasets"][dataset]["shards"]
             if dataset not in self._rows:
@@ -301,6 +306,22 @@ class Study(Validation, ExperimentNeeds, Plans):
 
         samples = self.config["samples"]
         return shard_count(sample_count(samples["counts"], samples["lengths"]), self.config["scoring"]["shard_size"])
+
+    def _subsample_shards(self, dataset: str) -> int:
+        """A neighbour table's shards per neighbour set: its dataset's, or with
+        `neighbours.subsample` on the embedded world, those of the samples it draws (the audited
+        roles' counts, the subsample's where it names one)."""
+        subsample = self.config["neighbours"]["subsample"]
+        if not subsample or dataset not in WORLD_SETS or "corpus" not in self.config:
+            return self.shards(dataset)
+        from mlmia.world.samples import sample_count
+
+        samples = self.config["samples"]
+        counts = {
+            role: {source: subsample.get(role, {}).get(source, n) for source, n in samples["counts"][role].items()}
+            for role in NEIGHBOUR_ROLES
+        }
+        return shard_count(sample_count(counts, samples["lengths"]), self.config["scoring"]["shard_size"])
 
     def training_text(self, model: str) -> str | None:
         """The target's training text (Table 7's token frequencies): the corpus the workflow

@@ -4,9 +4,11 @@ comes from, its length bucket and its number of content tokens."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
+from mlmia.core.keys import stable_key
 
 #: the roles a sample plays in an experiment; a patient plays one role
 ROLES = ("member", "member_heldin", "nonmember", "population")
@@ -18,6 +20,8 @@ TRAINED_ROLES = ("member", "member_heldin")
 NEIGHBOUR_ROLES = (*TRAINED_ROLES, "nonmember")
 #: the neighbour table's column naming the sample a neighbour was made from (mlmia.scoring.neighbours)
 NEIGHBOUR_OF = "neighbour_of"
+#: the 3rd entry of the neighbour subsample's generator seed (apart from the dropout masks' streams)
+SUBSAMPLE_STREAM = 11
 MANIFEST_COLUMNS = ["sample_id", "group_id", "text", "role", "source", "length", "n_tokens"]
 
 #: length buckets in content tokens (word pieces without [CLS]/[SEP])
@@ -83,3 +87,45 @@ def rows_read(samples: pd.DataFrame, selections: list[dict]) -> pd.DataFrame:
     for selection in selections:
         keep |= taken(samples, selection["nonmembers"], selection["population"], selection["length"])
     return samples[keep]
+
+
+def neighbour_subsample(samples: pd.DataFrame, subsample: dict, seed: int) -> pd.Series:
+    """Which rows of a sample table get neighbour texts (config key `neighbours.subsample`), as a
+    boolean Series on its index. No subsample (``{}``): every row, as ever. With one,
+    ``{role: {source: n}}`` (n for every length bucket, or ``{short: n, long: m}``): n samples
+    of each named (role, source) and length bucket, drawn without replacement; every sample of
+    an audited role (`NEIGHBOUR_ROLES`) or source not named; no population sample (its
+    neighbours are never scored). A draw reads the stratum's sample ids, sorted, with a
+    generator seeded by (seed, `SUBSAMPLE_STREAM`, the stratum) alone: the same whatever the
+    table's row order or its other strata. A stratum with fewer samples than asked is an error."""
+    if not subsample:
+        return pd.Series(True, index=samples.index)
+    unknown = sorted(set(subsample) - set(NEIGHBOUR_ROLES))
+    if unknown:
+        raise UserError(
+            f"config key neighbours.subsample.{unknown[0]}: not an audited role (use {', '.join(NEIGHBOUR_ROLES)})"
+        )
+    keep = pd.Series(samples["role"].isin(NEIGHBOUR_ROLES).to_numpy(), index=samples.index)
+    lengths = samples["length"] if "length" in samples.columns else pd.Series(None, index=samples.index)
+    for role, by_source in subsample.items():
+        for source, count in by_source.items():
+            in_source = (samples["role"] == role) & (samples["source"].astype(str) == str(source))
+            if not in_source.any():
+                raise UserError(
+                    f"config key neighbours.subsample.{role}.{source}: the sample table has no {role} samples of "
+                    f"source {source!r}"
+                )
+            for length in sorted(set(lengths[in_source].astype(str))):
+                stratum = in_source & (lengths.astype(str) == length)
+                n = int(count.get(length, 0)) if isinstance(count, dict) else int(count)
+                ids = samples.loc[stratum, "sample_id"].astype(str)
+                if n > len(ids):
+                    raise UserError(
+                        f"config key neighbours.subsample.{role}.{source}: {n} {length} samples asked for, the "
+                        f"sample table has {len(ids)}"
+                    )
+                rng = np.random.default_rng([int(seed), SUBSAMPLE_STREAM, stable_key(f"{role}/{source}/{length}")])
+                ordered = ids.sort_values(kind="stable")
+                chosen = set(ordered.iloc[np.sort(rng.choice(len(ordered), n, replace=False))])
+                keep[stratum] = ids.isin(chosen).to_numpy()
+    return keep

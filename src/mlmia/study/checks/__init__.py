@@ -8,7 +8,8 @@ Every refusal is a `UserError` of one line naming the config key as the user wro
 - `names`: the run's folder, the names the studies reserve, every key that names a model or a
   sample table, a reference that is its own target or saw the patients;
 - `models`: where each model comes from, and no setting that cannot apply to it;
-- `world`: the sections only the embedded world reads, the samples it can give, the sources;
+- `world`: the sections only the embedded world reads, the samples it can give, the sources, the
+  neighbour subsample;
 - `studies`: the canaries', d-exposure's, the DP audit's, the imported scores' and the audit cards' settings;
 - `shadow`: the shadow protocols' subcorpora and sizes, derived from the config (no corpus built);
 - `training` (on the study): the trainer's own rules on every trained model's settings.
@@ -34,7 +35,12 @@ from mlmia.study.checks.studies import (
     check_dp_audit,
     check_imported,
 )
-from mlmia.study.checks.world import check_extraction_sources, check_samples, check_world_sections
+from mlmia.study.checks.world import (
+    check_extraction_sources,
+    check_neighbour_subsample,
+    check_samples,
+    check_world_sections,
+)
 
 #: the config's checks, in the order they run (what a later one reads, an earlier one has checked)
 CHECKS = (
@@ -47,6 +53,7 @@ CHECKS = (
     check_extraction,
     check_extraction_sources,
     check_samples,
+    check_neighbour_subsample,
     check_dp_audit,
     check_canaries,
     check_dexposure,

@@ -56,6 +56,38 @@ def check_samples(config: dict) -> None:
                 )
 
 
+def check_neighbour_subsample(config: dict) -> None:
+    """`neighbours.subsample` names audited roles only (`NEIGHBOUR_ROLES`) and, on the embedded
+    world, (role, source) pairs of `samples.counts`, asking no more than they hold in any length
+    bucket. A dataset's own counts are checked by the job that draws the subsample."""
+    from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES
+
+    subsample = (config.get("neighbours") or {}).get("subsample") or {}
+    for role, by_source in subsample.items():
+        if role not in NEIGHBOUR_ROLES:
+            raise refused(
+                f"neighbours.subsample.{role}",
+                f"not an audited role (use {', '.join(NEIGHBOUR_ROLES)}; population samples get no neighbour texts)",
+            )
+        if not has_world(config):
+            continue
+        from mlmia.world.samples import count_for
+
+        samples = config["samples"]
+        for source, n in by_source.items():
+            key = f"neighbours.subsample.{role}.{source}"
+            have = samples["counts"].get(role, {}).get(source)
+            if have is None:
+                raise refused(key, f"samples.counts.{role} has no source {source!r}")
+            for length in samples["lengths"]:
+                if count_for(n, length) > count_for(have, length):
+                    raise refused(
+                        key,
+                        f"{count_for(n, length)} {length} samples asked for, samples.counts.{role}.{source} gives "
+                        f"{count_for(have, length)}",
+                    )
+
+
 def nonmember_sources(config: dict, dataset: str) -> set[str] | None:
     """The sources of a sample table's non-members, as far as the config tells (None: only its
     files would)."""
