@@ -1,6 +1,7 @@
 """config/large.yaml (docs/large.md): 10,000 long non-member samples of at least 1,000 patients
 per source, drawn by the world's own functions; the default run's training text; the sharded
-scoring jobs the workflow plans for it (a dry run in an empty directory, nothing trained)."""
+scoring jobs the workflow plans for it, the neighbourhood attack's on its subsample included (a
+dry run in an empty directory, nothing trained)."""
 
 import math
 import re
@@ -40,8 +41,11 @@ def test_the_large_config_keeps_the_default_worlds_settings_but_its_counts(large
         assert large["models"][model] == default["models"][model], model
     assert large["training"] == default["training"]
     assert {k: v for k, v in large["scoring"].items() if k != "shard_size"} == {
-        k: default["scoring"][k] for k in ("patterns", "seed", "threads")
+        k: default["scoring"][k] for k in ("patterns", "seed", "neighbour_sets_per_job", "threads")
     }
+    # the neighbour texts are the default's, for a stated subsample of the non-members only
+    assert {k: v for k, v in large["neighbours"].items() if k != "subsample"} == default["neighbours"]
+    assert large["neighbours"]["subsample"] == {"nonmember": {source: 1500 for source in SOURCES}}
     assert {k: v for k, v in large["references"].items() if k != "online"} == {
         k: v for k, v in default["references"].items() if k != "online"
     }
@@ -87,6 +91,18 @@ def test_the_large_run_plans_its_scoring_in_shards_of_every_model(large, tmp_pat
         r"rule score_shard:\n(?:.*\n)*?\s+wildcards: dataset=clinical, model=(\S+), energy=masked, shard=(\d+)", out
     )
     assert sorted(jobs) == sorted((m, str(s)) for m in scored for s in range(shards))
-    assert int(stats["score_shard"]) == len(scored) * shards
+    # the neighbourhood attack's texts: 3,650 samples (every member and held-in member, 1,500
+    # non-members per source) x 25, scored by Base in 1 shard x 25 / 5 sets a job
+    subsample = large["neighbours"]["subsample"]["nonmember"]
+    audited = counts["member"]["mimic"] + counts["member_heldin"]["mimic"] + sum(subsample.values())
+    assert audited == 3650
+    per_job = large["scoring"]["neighbour_sets_per_job"]
+    neighbour_shards = math.ceil(audited / large["scoring"]["shard_size"]) * math.ceil(25 / per_job)
+    neighbour_jobs = re.findall(
+        r"rule score_shard:\n(?:.*\n)*?\s+wildcards: dataset=clinical~neighbours, model=(\S+), energy=masked, shard=(\d+)",
+        out,
+    )
+    assert sorted(neighbour_jobs) == [("base", str(s)) for s in range(neighbour_shards)] and neighbour_shards == 5
+    assert int(stats["score_shard"]) == len(scored) * shards + neighbour_shards
     assert int(stats["train_model"]) == len(scored) + 1
-    assert "make_neighbours" not in stats
+    assert int(stats["make_neighbours"]) == 1
