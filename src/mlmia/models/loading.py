@@ -15,7 +15,7 @@ from mlmia.core.logs import get_logger
 from mlmia.models.hub import looks_like_path as _looks_like_path
 from mlmia.models.hub import quiet_transformers
 from mlmia.models.legacy_bert import LEGACY_CONFIG, LEGACY_VOCAB, load_legacy_bert, wordpiece_tokenizer
-from mlmia.models.vocabulary_files import PADDING_ROWS
+from mlmia.models.vocabulary_files import mismatch_kind
 
 log = get_logger(__name__)
 
@@ -36,8 +36,6 @@ _HEADS = (
 )
 # Above this, `tokenizer.model_max_length` is the "no limit" sentinel.
 _NO_LIMIT = 1_000_000
-# Embedding rows beyond the tokenizer's ids that padding to a multiple (64, 128) explains; more is refused.
-_PADDING_ROWS = PADDING_ROWS
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -211,19 +209,20 @@ def check_vocabulary(model, tokenizer, model_name: str, tokenizer_name: str) -> 
     it is. An id at or beyond the last row would index past the matrix or into another
     vocabulary's rows (e.g. a cased 28,996-token checkpoint scored with the uncased
     30,522-token tokenizer): the energies would be meaningless. More rows than padding explains
-    (over `_PADDING_ROWS`) is refused too: a tokenizer of a few tokens (a stale or wrong cache
+    (over `vocabulary_files.PADDING_ROWS`) is refused too: a tokenizer of a few tokens (a stale or wrong cache
     entry) would score and count every word as [UNK]. The config check applies the same rule
     to the files before any job (`mlmia.models.vocabulary_files`).
     """
     rows, size = model_vocab_size(model), len(tokenizer)
     top = largest_token_id(tokenizer)
-    if top >= rows:
+    kind = mismatch_kind(rows, top)
+    if kind == "beyond":
         raise UserError(
             f"model {model_name}: its vocabulary has {rows} tokens but the tokenizer {tokenizer_name} has {size} "
             f"(ids up to {top}); score with the tokenizer the model was trained with"
         )
     unused = rows - top - 1
-    if unused > _PADDING_ROWS:
+    if kind == "fewer":
         raise UserError(
             f"model {model_name}: its vocabulary has {rows} rows but the tokenizer {tokenizer_name} has {size} tokens "
             f"(ids up to {top}), {unused} fewer, more than padding explains: it is not the model's own tokenizer; "

@@ -79,16 +79,25 @@ def tokenizer_top_id(spec: str | os.PathLike) -> int | None:
         return None  # unreadable: loading it says what is wrong
 
 
+def mismatch_kind(rows: int, top: int) -> str | None:
+    """The one rule for the config check and the loaded model (`loading.check_vocabulary`):
+    "beyond" when the tokenizer's largest id `top` has no row among `rows` embedding rows,
+    "fewer" when more rows are left over than padding explains (`PADDING_ROWS`), else None."""
+    if top >= rows:
+        return "beyond"
+    return "fewer" if rows - top - 1 > PADDING_ROWS else None
+
+
 def vocabulary_mismatch(rows: int, top: int, tokenizer: str, checkpoint: str) -> str | None:
     """Why a tokenizer whose largest id is `top` is not the own of a checkpoint with `rows`
-    embedding rows, or None when it may be (more rows than ids by up to `PADDING_ROWS`: a
-    padded matrix). One rule for the config check and the loaded model."""
-    if top >= rows:
+    embedding rows, or None when it may be (`mismatch_kind`)."""
+    kind = mismatch_kind(rows, top)
+    if kind == "beyond":
         return (
             f"the tokenizer {tokenizer} has ids up to {top} but the checkpoint {checkpoint} has {rows} vocabulary "
             "rows; use the tokenizer the model was trained with"
         )
-    if rows - top - 1 > PADDING_ROWS:
+    if kind == "fewer":
         return (
             f"the tokenizer {tokenizer} has {top + 1} tokens but the checkpoint {checkpoint} has {rows} vocabulary "
             f"rows, more than padding explains: it is not the checkpoint's own tokenizer"
