@@ -125,6 +125,22 @@ def test_patient_level_dp_and_the_non_private_loop(tok_dir, tmp_path):
     assert none["dp"]["epsilon"] is None and none["dp"]["noise_multiplier"] == 0 and none["dp"]["clipped_share"] == 0
 
 
+def test_the_gradient_divisor_is_the_planned_batch_whatever_the_data_length(tok_dir, tmp_path):
+    """The noised sum is divided by the config's batch_size, not by Opacus' int(n q): with batch 10
+    (q = 1 / ceil(n / 10) = 1/6 for both), 59 lines would give Opacus' 9 and 60 lines its 10; here
+    both divide by 10. The sentinels' observed sd is sigma C / 10 (4,000 sentinel coordinates x 6
+    steps: the sd is estimated within 0.5%, where a divisor of 9 would make it 11% larger)."""
+    for lines in (59, 60):
+        config = {**TINY, "epochs": 1, "dp": {"epsilon": 8, "canaries": {"count": 2, "sentinels": 4000}}}
+        info = train_model(TEXTS[:lines], tok_dir, tmp_path / str(lines), config=config, device="cpu")
+        dp = info["dp"]
+        assert dp["gradient_divisor"] == 10.0 and dp["sample_rate"] == pytest.approx(1 / 6), lines
+        record = read_record(tmp_path / str(lines), dp, "m")
+        sentinels = record["observed"][:, 2:].astype(np.float64)
+        expected = dp["noise_multiplier"] * 1.0 / 10.0  # sigma C / B with C = 1
+        assert abs(np.sqrt(np.mean(sentinels**2)) / expected - 1) < 0.03, lines
+
+
 def test_empty_poisson_batches_still_take_a_noisy_step(tok_dir, tmp_path):
     config = {**TINY, "batch_size": 1, "epochs": 1, "dp": {"epsilon": 8}}
     info = train_model(TEXTS, tok_dir, tmp_path / "e", config=config, threads=1, device="cpu", groups=GROUPS)
@@ -532,7 +548,21 @@ def test_mechanism_checks_pass_a_correct_run_and_fail_each_fault():
                             (simulated_record(rate=1.0), "Poisson batch"),
                             (simulated_record(rate=0.12, steps=200), "Poisson batch")]:  # fmt: skip
         found = {row["check"]: row["passed"] for row in mechanism_checks(record)}
-        assert found == {"Poisson batch": failing != "Poisson batch", "noise": failing != "noise"}, failing
+        assert found == {"Poisson batch": failing != "Poisson batch", "noise": failing != "noise",
+                         "noise by batch": True}, failing  # fmt: skip
+    # a trainer dividing the noised sum by the sampled batch (fault sampled_batch_size): each step's
+    # observations scaled by (expected batch) / (units drawn); the log-sd slope on log batch is -1
+    for units, q, steps in [(411, 1 / 13, 26), (6446, 1 / 7, 35)]:  # the CI and default DP targets' shapes
+        record = simulated_record(units=units, q=q, steps=steps)
+        assert {row["check"]: row["passed"] for row in mechanism_checks(record)}["noise by batch"]
+        scale = units * q / np.maximum(record["data_batch"], 1)
+        record["observed"] = (record["observed"] * scale[:, None]).astype(np.float32)
+        check = {row["check"]: row for row in mechanism_checks(record)}["noise by batch"]
+        assert not check["passed"] and abs(check["observed"] + 1) < 0.3, check
+    # a correct mechanism trips it at about its level: 200 simulated runs at the 5% level (a binomial margin)
+    p_values = [{row["check"]: row["p_value"] for row in mechanism_checks(simulated_record(seed=s))}["noise by batch"]
+                for s in range(200)]  # fmt: skip
+    assert np.sum(np.array(p_values) < 0.05) <= int(stats.binom.ppf(0.999, 200, 0.05))
     # no noise claimed (the non-private loop): the sentinels must be exactly 0
     assert all(row["passed"] for row in mechanism_checks(simulated_record(sigma=0.0, noise=0.0)))
 
@@ -656,10 +686,23 @@ def test_each_faulty_trainer_is_caught_and_a_correct_one_passes(tok_dir, tmp_pat
     assert info["dp"]["fault"] == fault and 0.9 < info["dp"]["epsilon"] <= 1.0 + 1e-6  # the intended claim
     settings = {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "likelihood_ratio"}}
     audit = audit_target("m", info, settings, whitebox=read_record(tmp_path / "m", info["dp"], "m"))
-    caught = {"noise": "the noise check", "batch": "the Poisson batch check", "bound": "the white-box one-run bound"}
-    expected = {None: set(), "no_noise": {"noise", "bound"}, "noise_tenth": {"noise", "bound"},
-                "no_clipping": {"bound"}, "wrong_sampling_rate": {"batch"}}[fault]  # fmt: skip
-    assert {k for k, v in caught.items() if any(f.startswith(v) for f in audit["failures"])} == expected
+    caught = {"noise": "the noise check", "batch": "the Poisson batch check", "bound": "the white-box one-run bound",
+              "by batch": "the noise by batch check"}  # fmt: skip
+    expected = {
+        None: set(),
+        "no_noise": {"noise", "bound"},
+        "noise_tenth": {"noise", "bound"},
+        "no_clipping": {"bound"},
+        "wrong_sampling_rate": {"batch"},
+        "sampled_batch_size": {"by batch"},
+    }[fault]
+    found = {k for k, v in caught.items() if any(f.startswith(v) for f in audit["failures"])}
+    if fault == "sampled_batch_size":
+        # dividing by batches of Binomial(60, 1/6) units also inflates the noise's sd by about
+        # E[(10 / n_t)^2]^(1/2) = 1.19 (n_t ~ Binomial(60, 1/6), at least 1), which the noise check over 18 x 64 sentinel values may see
+        assert expected <= found <= {"by batch", "noise"}, found
+    else:
+        assert found == expected
     if fault is None:
         check_target(audit)
     else:
@@ -821,7 +864,13 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     targets stay up to date (checked at the end)."""
     workdir = ci_run
     config = ci_run / "test_config.yaml"
-    faults = ["dp_fault_no_noise", "dp_fault_no_clipping", "dp_fault_noise_tenth", "dp_fault_wrong_sampling_rate"]
+    faults = [
+        "dp_fault_no_noise",
+        "dp_fault_no_clipping",
+        "dp_fault_noise_tenth",
+        "dp_fault_wrong_sampling_rate",
+        "dp_fault_sampled_batch_size",
+    ]
     result = run_snakemake(workdir, "--keep-going", "dp", "--configfile", str(config), "config/dp_faults.yaml",
                            check=False, timeout=3600)  # fmt: skip
     output = result.stdout + result.stderr
@@ -831,7 +880,8 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     assert all(len(lines) == 1 for lines in by_target.values()), errors
     for name, check in [("dp_fault_no_noise", "the noise check"), ("dp_fault_noise_tenth", "the noise check"),
                         ("dp_fault_no_clipping", "the white-box one-run bound"),
-                        ("dp_fault_wrong_sampling_rate", "the Poisson batch check")]:  # fmt: skip
+                        ("dp_fault_wrong_sampling_rate", "the Poisson batch check"),
+                        ("dp_fault_sampled_batch_size", "the noise by batch check")]:  # fmt: skip
         line = by_target[name][0]
         assert check in line and "(accountant's eps = 0.9" in line and f"fault '{name[9:]}'" in line, line
     no_noise = by_target["dp_fault_no_noise"][0]

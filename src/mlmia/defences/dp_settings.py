@@ -16,7 +16,7 @@ from mlmia.vocabulary.schema import defaults
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
 #: faulty trainers the audit must catch (module docstring)
-FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate")
+FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate", "sampled_batch_size")
 
 
 def _number(value) -> bool:

@@ -8,7 +8,10 @@ DP-SGD (Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar and Zhang, "Deep learni
 differential privacy", CCS 2016): every step draws a batch by Poisson sampling (each unit in
 with probability q = 1 / batches per epoch), computes each unit's gradient, clips it to L2 norm
 at most C (`max_grad_norm`), sums, adds Gaussian noise N(0, sigma^2 C^2 I) and divides by the
-expected batch size. sigma (`noise_multiplier`) is the smallest that keeps the whole run,
+planned expected batch size, the config's `batch_size`: a constant of the config, not of the data
+(Opacus divides by its `expected_batch_size`, the data set's length times q rounded down, so that
+one line more or less can change the divisor and the update leaks the data set's size; Opacus
+issue #571). sigma (`noise_multiplier`) is the smallest that keeps the whole run,
 epochs / q steps, within the target epsilon at delta by the accountant: Renyi DP by default
 (Mironov, "Renyi differential privacy", CSF 2017; Mironov, Talwar and Zhang, "Renyi
 differential privacy of the sampled Gaussian mechanism", 2019), Opacus' `rdp` accountant;
@@ -51,7 +54,9 @@ accountant reports the intended epsilon, and train_info.json records the fault. 
 sigma 0 in the optimizer; ``noise_tenth``: sigma / 10; ``no_clipping``: the optimizer's clipping
 norm 1e20, its noise multiplier scaled so that the noise stays sigma C; ``wrong_sampling_rate``:
 the accountant is told q / 10 (sigma is chosen for it, and the epsilon reported is for it) while
-the batches are drawn with q.
+the batches are drawn with q; ``sampled_batch_size``: the noised sum divided by the number of units
+the step drew (at least 1), a common hand-written variant, instead of the planned expected batch,
+so that the noise's scale tells the batch's size.
 
 `epsilon: null` trains with the same step (Poisson sampling, per-unit loss) without
 clipping or noise: the non-private baseline that differs from the private targets only in the
@@ -223,7 +228,9 @@ class DpSgdStep:
         else:
             self.gsm, self.optim, self.loader = engine.make_private(**common, noise_multiplier=self.sigma,
                                                                     max_grad_norm=clip)  # fmt: skip
-        self.divisor = float(self.optim.expected_batch_size)
+        # the divisor: the config's planned expected batch, not Opacus' int(n q) (module docstring)
+        self.optim.expected_batch_size = int(self.cfg["batch_size"])
+        self.divisor = float(self.cfg["batch_size"])
         _apply_fault(self.optim, self.gsm, dp["fault"], self.mode)
         self.canaries = None
         if dp["canaries"] is not None:
@@ -282,6 +289,8 @@ class DpSgdStep:
             loss = self._clipped_sum([self.seqs[i] for i in lines], owner, weights, units)
         if self.canaries is not None:
             self.canaries.add_rows(units)
+        if self.dp["fault"] == "sampled_batch_size":  # divide by the units drawn (module docstring)
+            self.optim.expected_batch_size = max(units, 1)
         self.optim.step()
         self.scheduler.step()
         return loss

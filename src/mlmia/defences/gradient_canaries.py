@@ -194,8 +194,28 @@ def _two_sided(low_tail: float, high_tail: float) -> float:
     return float(min(1.0, 2.0 * min(low_tail, high_tail)))
 
 
+def _noise_by_batch(record: dict) -> dict:
+    """The ``noise by batch`` check of `mechanism_checks` (its docstring)."""
+    free = np.concatenate([np.nonzero(~record["included"].astype(bool))[0],
+                           np.arange(record["count"], record["observed"].shape[1])])  # fmt: skip
+    squares = np.sum(record["observed"][:, free].astype(np.float64) ** 2, axis=1)
+    logs = np.log(np.maximum(record["data_batch"].astype(np.float64), 1.0))
+    centred = logs - logs.mean()
+    spread = float(np.sum(centred**2))
+    if len(free) == 0 or len(logs) == 0 or np.ptp(logs) == 0 or np.any(squares <= 0):
+        slope, p_value, why = 0.0, 1.0, "nothing to test (no noise, or every batch alike)"
+    else:
+        slope = float(np.sum(centred * np.log(squares)) / spread)
+        z = slope / math.sqrt(float(special.polygamma(1, len(free) / 2.0)) / spread)
+        p_value = float(min(1.0, 2.0 * stats.norm.sf(abs(z))))
+        why = f"z = {z:.2f}"
+    return {"check": "noise by batch", "observed": slope / 2.0, "expected": 0.0, "p_value": p_value,
+            "detail": f"noise sd proportional to batch^{slope / 2.0:.3f} over {len(squares)} steps on {len(free)} "
+                      f"coordinates free of an inserted canary, against batch^0 ({why})"}  # fmt: skip
+
+
 def mechanism_checks(record: dict, level: float = DP_AUDIT["check_level"]) -> list[dict]:
-    """Two checks of the mechanism against the accountant's claim, each failing (passed False)
+    """Three checks of the mechanism against the accountant's claim, each failing (passed False)
     when its two-sided p-value is below `level`:
 
     - ``Poisson batch``: the data units of all T batches, a Binomial(n T, q) count under Poisson
@@ -203,6 +223,16 @@ def mechanism_checks(record: dict, level: float = DP_AUDIT["check_level"]) -> li
     - ``noise``: the e sentinel coordinates' T e observations, each N(0, s^2) with
       s = sigma C / (expected batch): sum of squares / s^2 against chi-square(T e); observed
       standard deviation against s. With sigma 0 every observation must be 0.
+    - ``noise by batch``: the noise must not scale with the step's batch (the divisor is a
+      constant; a trainer dividing by the sampled batch makes each step's noise sd proportional to
+      1 / its batch). On the f coordinates free of an inserted canary (the sentinels and the
+      canaries not included), the step's sum of squares S_t is s^2 chi-square(f) whatever the
+      batch, so log S_t = log s^2 + log chi-square(f) has variance trigamma(f / 2) exactly; the
+      least-squares slope b of log S_t on the centred log of the step's data units (at least 1)
+      has variance trigamma(f / 2) / sum c_t^2, and z = b / its sd is about N(0, 1) (a sum over
+      T steps of near-normal terms for f in the hundreds). Observed: the slope of log sd on log
+      batch (b / 2), expected 0 (the fault gives -1). Without noise, or with every batch alike, it
+      tests nothing and passes.
 
     Each row: check, observed, expected, p_value, level, passed, detail (a phrase for messages)."""
     steps, n, q = record["steps"], record["units"], record["sample_rate"]
@@ -224,6 +254,7 @@ def mechanism_checks(record: dict, level: float = DP_AUDIT["check_level"]) -> li
         p_noise = _two_sided(special.chdtr(values, statistic), special.chdtrc(values, statistic))
     rows.append({"check": "noise", "observed": observed, "expected": expected, "p_value": p_noise,
                  "detail": f"sd {observed:.4g} on {values} sentinel values against sigma C / B = {expected:.4g}"})  # fmt: skip
+    rows.append(_noise_by_batch(record))
     for row in rows:
         row |= {"level": level, "passed": bool(row["p_value"] >= level)}
     return rows
