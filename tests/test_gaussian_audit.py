@@ -115,6 +115,15 @@ def test_a_faulty_mechanism_is_far_above_the_claim_and_fails_the_audit():
         assert any(f.startswith("the white-box Gaussian lower limit eps >= ") for f in audit["failures"]), scale
         white = audit["canary_audits"][0]
         assert white["gauss_fails"] and white["gauss_sim_trips"] == 0 and white["gauss_sim_reps"] == 60
+    # the tables print the estimate labelled as one, beside the f-DP bound, each with its ratio to eps
+    from mlmia.defences.report import bounds_markdown, bounds_table, one_run_table
+
+    table = bounds_table([audit])
+    assert table["whitebox_gauss_lcl_ratio"].iloc[0] == pytest.approx(white["gauss_lcl"] / 8.0)
+    assert table["whitebox_lb"].iloc[0] == white["fdp_lb"]  # the f-DP bound's column is unchanged
+    assert "white-box estimate (Gaussian assumption) (/ε)" in bounds_markdown(table, 0.01, 0.95)
+    row = one_run_table([audit]).iloc[0]
+    assert row["gauss_estimate_ratio"] == pytest.approx(white["gauss_estimate"] / 8.0) and row["gauss_fails"]
 
 
 def test_a_correct_mechanism_does_not_fail_on_the_gaussian_limit():

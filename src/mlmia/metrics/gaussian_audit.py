@@ -188,5 +188,5 @@ def gaussian_one_run(included, excluded, delta: float, beta: float = 0.05, null=
     return {"gauss_mu": mu, "gauss_mu_lb": mu_lb, "gauss_estimate": gdp_epsilon(mu, delta),
             "gauss_lcl": gdp_epsilon(mu_lb, delta), "gauss_beta": beta,
             "gauss_skew_in": _skew(a), "gauss_skew_out": _skew(b),
-            "gauss_sd_ratio": sd_in / sd_out if sd_out > 0 else math.inf,
+            "gauss_sd_ratio": sd_in / sd_out if _spread(b) else math.inf,
             **{f"gauss_{key}": value for key, value in checks.items()}}  # fmt: skip
