@@ -14,6 +14,19 @@ audit's own statistic (`canary_scores`) and bounded with its own guesses
         --target results/default/models/dp_eps4 --target results/default/models/dp_eps1 \\
         --counts 500 2000 3000 5000 8000 --shares 0.02 0.03 0.05 0.1 0.2 --reps 40 \\
         --out docs/dp_canary_design.md
+
+Each row also gives the Gaussian analysis of the same simulated runs (`gaussian_one_run`: mu-GDP
+from the standardized difference of the included and excluded canaries' scores, an ESTIMATE under
+the Gaussian assumption, and its lower confidence limit at the same beta): the mean estimate and
+its ratio to the accountant's epsilon, the mean lower limit, and in how many runs the lower limit
+exceeds the accountant's epsilon (a correct mechanism's false alarms). Without trained targets,
+`--claim EPS` takes the default targets' recipe (q = 1/7, T = 35, delta = 1/6446) with sigma
+found for EPS by Opacus' RDP accountant; `--runs k` pools k simulated runs of one target (k m
+canaries, each run's inclusion bits independent: k trainings; the guess share divided by k, so that
+the guesses stay as many), for what k buys; `--score alignment` scores with the summed alignment.
+
+    .venv/bin/python bench/canary_design.py --claim 8 --claim 4 --claim 1 --counts 8000 \
+        --shares 0.03 --runs 1 2 4 --reps 10 --out /tmp/gauss.md
 """
 
 from __future__ import annotations
@@ -26,8 +39,12 @@ import numpy as np
 import pandas as pd
 
 from mlmia.defences.audit import one_run_canary_audit
-from mlmia.defences.gradient_canaries import canary_scores
+from mlmia.defences.gradient_canaries import canary_scores, simulated_record
+from mlmia.metrics.gaussian_audit import gaussian_one_run
 from mlmia.report.markdown import markdown_table
+
+#: the default targets' recipe (docs/dp.md): Poisson rate, steps and delta
+DEFAULT_RECIPE = {"rate": 1 / 7, "steps": 35, "delta": 1 / 6446}
 
 
 def claim(model_dir: Path) -> dict:
@@ -37,46 +54,97 @@ def claim(model_dir: Path) -> dict:
             "rate": float(dp["sample_rate"]), "steps": int(dp["steps"]), "delta": float(dp["delta"])}  # fmt: skip
 
 
-def simulated_audit(facts: dict, count: int, share: float, beta: float, rng: np.random.Generator) -> dict:
-    """One white-box audit of the claimed mechanism with `count` canaries, guessing on `share`."""
-    included = rng.integers(0, 2, count).astype(bool)
-    joined = (rng.random((facts["steps"], count)) < facts["rate"]) & included
-    observed = joined + facts["sigma"] * rng.standard_normal((facts["steps"], count))
-    record = {"observed": observed, "divisor": 1.0, "unit": 1.0, "count": count,
-              "sigma": facts["sigma"], "sample_rate": facts["rate"]}  # fmt: skip
-    return one_run_canary_audit(canary_scores(record), included, share, facts["delta"], beta)
+def claim_for(epsilon: float) -> dict:
+    """The default recipe with sigma for `epsilon` (Opacus' RDP accountant), and its PRV epsilon."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    from mlmia.defences.dp_sgd import accountant_epsilon
+
+    r = DEFAULT_RECIPE
+    sigma = get_noise_multiplier(target_epsilon=epsilon, target_delta=r["delta"], sample_rate=r["rate"],
+                                 steps=r["steps"], accountant="rdp")  # fmt: skip
+    return {"target": f"claim eps {epsilon:g}", "epsilon": accountant_epsilon("rdp", sigma, r["rate"], r["steps"],
+            r["delta"]), "sigma": sigma, "prv": accountant_epsilon("prv", sigma, r["rate"], r["steps"], r["delta"]),
+            **r}  # fmt: skip
 
 
-def design_table(claims: list[dict], counts: list[int], shares: list[float], reps: int, beta: float) -> pd.DataFrame:
+def simulated_audit(
+    facts: dict,
+    count: int,
+    share: float,
+    beta: float,
+    rng: np.random.Generator,
+    runs: int = 1,
+    score: str = "likelihood_ratio",
+) -> dict:
+    """One white-box audit of the claimed mechanism with `count` canaries in each of `runs` runs
+    (pooled), guessing on `share`: the f-DP audit and the Gaussian analysis of the same scores."""
+    scores, bits = [], []
+    for _ in range(runs):
+        record = simulated_record(facts["sigma"], facts["rate"], facts["steps"], count, rng)
+        scores.append(canary_scores(record, score))
+        bits.append(record["included"])
+    scores, included = np.concatenate(scores), np.concatenate(bits)
+    found = one_run_canary_audit(scores, included, share, facts["delta"], beta)
+    return found | gaussian_one_run(scores[included], scores[~included], facts["delta"], beta)
+
+
+def design_table(claims: list[dict], counts: list[int], shares: list[float], reps: int, beta: float,
+                 runs: tuple[int, ...] = (1,), score: str = "likelihood_ratio") -> pd.DataFrame:  # fmt: skip
     rows = []
     for facts in claims:
+        eps = facts["epsilon"]
         for count in counts:
             for share in shares:
-                rng = np.random.default_rng([count, round(share * 1000), 7])
-                audits = [simulated_audit(facts, count, share, beta, rng) for _ in range(reps)]
-                bounds = np.array([audit["epsilon_lb"] for audit in audits])
-                rows.append({"target": facts["target"], "ε": f"{facts['epsilon']:.2f}", "σ": f"{facts['sigma']:.3f}",
-                             "q": f"{facts['rate']:.4f}", "T": facts["steps"], "canaries": count,
-                             "guesses": audits[0]["guesses"],
-                             "mean bound": f"{bounds.mean():.2f}", "sd": f"{bounds.std(ddof=1):.2f}",
-                             "lowest": f"{bounds.min():.2f}", "share of ε": f"{bounds.mean() / facts['epsilon']:.2f}"})  # fmt: skip
+                for k in runs:
+                    seed = [count, round(share * 1000), 7] + ([k] if k > 1 else [])
+                    rng = np.random.default_rng(seed)
+                    audits = [simulated_audit(facts, count, share / k, beta, rng, k, score) for _ in range(reps)]
+                    bounds = np.array([audit["epsilon_lb"] for audit in audits])
+                    estimate = np.array([audit["gauss_estimate"] for audit in audits])
+                    lower = np.array([audit["gauss_lcl"] for audit in audits])
+                    rows.append({"target": facts["target"], "ε": f"{eps:.2f}", "σ": f"{facts['sigma']:.3f}",
+                                 "q": f"{facts['rate']:.4f}", "T": facts["steps"], "canaries": count,
+                                 **({"runs": k} if len(runs) > 1 else {}), "guesses": audits[0]["guesses"],
+                                 "mean bound": f"{bounds.mean():.2f}", "sd": f"{bounds.std(ddof=1):.2f}",
+                                 "lowest": f"{bounds.min():.2f}", "share of ε": f"{bounds.mean() / eps:.2f}",
+                                 "Gaussian estimate (sd)": f"{estimate.mean():.2f} ({estimate.std(ddof=1):.2f})",
+                                 "estimate / ε": f"{estimate.mean() / eps:.2f}",
+                                 "PRV ε (estimate / it)": f"{facts['prv']:.2f} ({estimate.mean() / facts['prv']:.2f})"
+                                 if "prv" in facts else "n.a.",
+                                 "lower limit": f"{lower.mean():.2f}", "lower limit / ε": f"{lower.mean() / eps:.2f}",
+                                 "lower limit > ε": f"{int(np.sum(lower > eps))} of {reps}"})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", action="append", type=Path, required=True, help="a trained DP target's directory")
+    parser.add_argument("--target", action="append", type=Path, default=[], help="a trained DP target's directory")
+    parser.add_argument(
+        "--claim",
+        action="append",
+        type=float,
+        default=[],
+        help="an epsilon of the default recipe (q = 1/7, T = 35, delta = 1/6446), sigma by RDP",
+    )
+    parser.add_argument("--runs", nargs="+", type=int, default=[1], help="runs pooled per audit (k trainings)")
     parser.add_argument("--counts", nargs="+", type=int, default=[500, 1000, 2000, 3000, 5000])
     parser.add_argument("--shares", nargs="+", type=float, default=[0.03, 0.05, 0.1, 0.2])
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--score", choices=["likelihood_ratio", "alignment"], default="likelihood_ratio")
     parser.add_argument("--beta", type=float, default=0.05 / 3, help="the white-box family's share of 1 - confidence")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    table = design_table([claim(t) for t in args.target], args.counts, args.shares, args.reps, args.beta)
+    claims = [claim(t) for t in args.target] + [claim_for(eps) for eps in args.claim]
+    if not claims:
+        parser.error("give --target or --claim")
+    table = design_table(claims, args.counts, args.shares, args.reps, args.beta, tuple(args.runs), args.score)
     args.out.write_text(
         "# The white-box audit's design (bench/canary_design.py)\n\n"
         f"Simulated one-run audits of each target's claimed mechanism, {args.reps} seeds per row, "
-        f"beta = {args.beta:.4g}.\n\n" + markdown_table(list(table.columns), table.itertuples(index=False)) + "\n"
+        f"beta = {args.beta:.4g}, score {args.score}.\n\n"
+        + markdown_table(list(table.columns), table.itertuples(index=False))
+        + "\n"
     )
     print(args.out.read_text())
 

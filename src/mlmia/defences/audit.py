@@ -56,14 +56,19 @@ import pandas as pd
 
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
-from mlmia.defences.gradient_canaries import canary_scores, mechanism_checks
+from mlmia.defences.gradient_canaries import canary_scores, mechanism_checks, sentinel_scores, simulated_record
 from mlmia.metrics.bootstrap import PatientResampler
+from mlmia.metrics.gaussian_audit import gaussian_one_run
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.metrics.privacy_bounds import fdp_one_run_epsilon, one_run_correct, one_run_epsilon, threshold_then_bound
 
 #: the one-run audits of a target: gradient canaries during training, token canaries on the final model
 AUDITS = ("white-box", "black-box")
 TOLERANCE = 1e-9
+#: simulated runs of the claimed mechanism behind a failure of the Gaussian lower limit (`gaussian_audit`)
+GAUSS_SIM_REPS = 60
+#: the level of the Gaussian analysis' normality check (it informs; it fails nothing)
+NORMALITY_LEVEL = 0.05
 
 BOUND_COLUMNS = ["target", "attack", "label", "epsilon_lb", "threshold", "confidence", "delta", "members",
                  "nonmembers"]  # fmt: skip
@@ -179,6 +184,45 @@ def one_run_canary_audit(
             "delta": delta}  # fmt: skip
 
 
+def gaussian_false_alarms(record: dict, score: str, epsilon: float, delta: float, beta: float,
+                          reps: int = GAUSS_SIM_REPS, seed: int = 0) -> int:  # fmt: skip
+    """In how many of `reps` simulated runs of the mechanism a white-box record claims (its sigma,
+    q, steps and canary count; `simulated_record`) the Gaussian analysis' lower limit (`score`,
+    `beta`, at `delta`) exceeds `epsilon`: how often a correct mechanism trips it."""
+    steps, count = record["observed"].shape[0], record["count"]
+    rng = np.random.default_rng([seed, 43])
+    trips = 0
+    for _ in range(reps):
+        sim = simulated_record(record["sigma"], record["sample_rate"], steps, count, rng)
+        scores, bits = canary_scores(sim, score), sim["included"]
+        found = gaussian_one_run(scores[bits], scores[~bits], delta, beta)
+        trips += found["gauss_lcl"] > epsilon + TOLERANCE
+    return trips
+
+
+def gaussian_audit(record: dict, scores: np.ndarray, score: str, epsilon: float, delta: float, beta: float) -> dict:
+    """The Gaussian analysis of the white-box canaries (`mlmia.metrics.gaussian_audit`): the
+    estimate of epsilon at `delta` (an ESTIMATE under the Gaussian assumption, never a bound), its
+    lower confidence limit at 1 - `beta` (the white-box family's), and the normality check on the
+    sentinels' scores (`sentinel_scores`; the excluded canaries' where a record has none).
+
+    Whether a lower limit above the accountant's `epsilon` fails the target (gauss_fails): only
+    where `GAUSS_SIM_REPS` simulated runs of the claimed mechanism (`gaussian_false_alarms`) never
+    trip it. A correct mechanism then fails with probability below 5%: if its trip rate p is below
+    5%, the limit trips with probability p; if not, the simulation shows no trip with probability
+    (1 - p)^60 <= 0.95^60 = 0.046 (and both together with at most max_p p (1 - p)^60 < 0.01).
+    Where a simulated run trips, the Gaussian assumption is not good enough for this claim and the
+    limit is reported only (gauss_fails False, gauss_sim_trips the count)."""
+    bits = np.asarray(record["included"]).astype(bool)
+    null = sentinel_scores(record, score)
+    found = gaussian_one_run(scores[bits], scores[~bits], delta, beta, null if len(null) else None, NORMALITY_LEVEL)
+    found |= {"gauss_sim_trips": None, "gauss_sim_reps": 0, "gauss_fails": False}
+    if math.isfinite(epsilon) and found["gauss_lcl"] > epsilon + TOLERANCE:
+        trips = gaussian_false_alarms(record, score, epsilon, delta, beta)
+        found |= {"gauss_sim_trips": trips, "gauss_sim_reps": GAUSS_SIM_REPS, "gauss_fails": trips == 0}
+    return found
+
+
 def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:
     """The attack with the highest AUC (corrected protocol, point estimate) and its AUC and TPR at `fpr`."""
     est = metrics[(metrics["protocol"] == "corrected") & metrics["replicate"].isna()]
@@ -283,9 +327,11 @@ def audit_target(
     audits, checks = [], []
     if whitebox is not None:
         score = settings["gradient_canaries"]["score"]
-        found = one_run_canary_audit(canary_scores(whitebox, score), whitebox["included"],
-                                     settings["gradient_canaries"]["guess_share"], record["delta"], beta)  # fmt: skip
-        audits.append({"audit": "white-box", "score": score, **found})
+        scores = canary_scores(whitebox, score)
+        found = one_run_canary_audit(scores, whitebox["included"], settings["gradient_canaries"]["guess_share"],
+                                     record["delta"], beta)  # fmt: skip
+        gauss = gaussian_audit(whitebox, scores, score, record["accountant_epsilon"], record["delta"], beta)
+        audits.append({"audit": "white-box", "score": score, **found, **gauss})
         checks = mechanism_checks(whitebox, settings["check_level"])
     if blackbox is not None:
         found = one_run_canary_audit(blackbox[0], blackbox[1], settings["canaries"]["guess_share"], record["delta"],
@@ -316,6 +362,11 @@ def target_failures(audit: dict) -> list[str]:
         if row["epsilon_lb"] > epsilon + TOLERANCE:
             failures.append(f"the {row['audit']} one-run bound eps >= {row['epsilon_lb']:.4f} (f-DP; "
                             f"Steinke et al.'s {row['steinke_lb']:.4f}; {row['correct']} of {row['guesses']} guesses)")  # fmt: skip
+    for row in audit["canary_audits"]:
+        if row.get("gauss_fails"):
+            failures.append(f"the {row['audit']} Gaussian lower limit eps >= {row['gauss_lcl']:.4f} (estimate "
+                            f"{row['gauss_estimate']:.4f}, Gaussian assumption; no trip in {row['gauss_sim_reps']} "
+                            "simulated runs of the claimed mechanism)")  # fmt: skip
     for row in audit["attacks"]:
         if row["epsilon_lb"] > epsilon + TOLERANCE:
             failures.append(f"attack {row['attack']!r}: empirical lower bound eps >= {row['epsilon_lb']:.4f}")

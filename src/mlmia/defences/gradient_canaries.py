@@ -180,9 +180,34 @@ def _normalised(record: dict) -> np.ndarray:
 def canary_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
     """Each canary's score (higher: included), one of `SCORES` (module docstring); without noise
     (sigma 0) the likelihood ratio is the alignment."""
+    return _scores(_normalised(record)[:, : record["count"]], record, score)
+
+
+def sentinel_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
+    """The same score of each canary-free coordinate (sentinel): excluded canaries by construction,
+    the null distribution of `canary_scores` (the Gaussian analysis' check)."""
+    return _scores(_normalised(record)[:, record["count"] :], record, score)
+
+
+def simulated_record(sigma: float, rate: float, steps: int, count: int, rng: np.random.Generator,
+                     sentinels: int = 0, noise_scale: float = 1.0) -> dict:  # fmt: skip
+    """A record (`read_record`'s keys that the scores read) of the mechanism the accountant claims,
+    simulated without training: each of `count` canaries included with probability 1/2, each
+    included one joining each of `steps` steps with probability `rate`, z_t = b_t + sigma N(0, 1)
+    (`noise_scale` x sigma: a faulty mechanism whose claim stays sigma); `sentinels` canary-free
+    coordinates after the canaries."""
+    included = rng.integers(0, 2, count).astype(bool)
+    joined = (rng.random((steps, count)) < rate) & included
+    observed = joined + noise_scale * sigma * rng.standard_normal((steps, count))
+    if sentinels:  # drawn after the canaries' noise, which is then the same with or without them
+        observed = np.concatenate([observed, noise_scale * sigma * rng.standard_normal((steps, sentinels))], axis=1)
+    return {"observed": observed, "included": included, "divisor": 1.0, "unit": 1.0, "count": count,
+            "sigma": float(sigma), "sample_rate": float(rate), "steps": int(steps)}  # fmt: skip
+
+
+def _scores(z: np.ndarray, record: dict, score: str) -> np.ndarray:
     if score not in SCORES:
         raise UserError(f"dp_audit.gradient_canaries.score must be one of {', '.join(SCORES)}, got {score!r}")
-    z = _normalised(record)[:, : record["count"]]
     sigma, q = record["sigma"], record["sample_rate"]
     if score == "alignment" or sigma == 0:
         return z.sum(axis=0)
