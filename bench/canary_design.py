@@ -40,6 +40,7 @@ import pandas as pd
 
 from mlmia.defences.audit import one_run_canary_audit
 from mlmia.defences.gradient_canaries import canary_scores, simulated_record
+from mlmia.defences.mechanism_fit import fit_mechanism
 from mlmia.metrics.gaussian_audit import gaussian_one_run
 from mlmia.report.markdown import markdown_table
 
@@ -78,15 +79,19 @@ def simulated_audit(
     score: str = "likelihood_ratio",
 ) -> dict:
     """One white-box audit of the claimed mechanism with `count` canaries in each of `runs` runs
-    (pooled), guessing on `share`: the f-DP audit and the Gaussian analysis of the same scores."""
-    scores, bits = [], []
+    (pooled), guessing on `share`: the f-DP audit and the Gaussian analysis of the same scores, and
+    the mechanism fit of the same observations (`mlmia.defences.mechanism_fit`, RDP)."""
+    scores, bits, observed = [], [], []
     for _ in range(runs):
         record = simulated_record(facts["sigma"], facts["rate"], facts["steps"], count, rng)
         scores.append(canary_scores(record, score))
         bits.append(record["included"])
+        observed.append(record["observed"])
     scores, included = np.concatenate(scores), np.concatenate(bits)
     found = one_run_canary_audit(scores, included, share, facts["delta"], beta)
-    return found | gaussian_one_run(scores[included], scores[~included], facts["delta"], beta)
+    pooled = record | {"observed": np.concatenate(observed, axis=1), "included": included, "count": len(included)}
+    fit = fit_mechanism(pooled, "rdp", facts["delta"], beta)
+    return found | gaussian_one_run(scores[included], scores[~included], facts["delta"], beta) | fit
 
 
 def design_table(claims: list[dict], counts: list[int], shares: list[float], reps: int, beta: float,
@@ -103,6 +108,8 @@ def design_table(claims: list[dict], counts: list[int], shares: list[float], rep
                     bounds = np.array([audit["epsilon_lb"] for audit in audits])
                     estimate = np.array([audit["gauss_estimate"] for audit in audits])
                     lower = np.array([audit["gauss_lcl"] for audit in audits])
+                    fitted = np.array([audit["mech_estimate"] for audit in audits])
+                    fitted_lower = np.array([audit["mech_lcl"] for audit in audits])
                     rows.append({"target": facts["target"], "ε": f"{eps:.2f}", "σ": f"{facts['sigma']:.3f}",
                                  "q": f"{facts['rate']:.4f}", "T": facts["steps"], "canaries": count,
                                  **({"runs": k} if len(runs) > 1 else {}), "guesses": audits[0]["guesses"],
@@ -113,7 +120,12 @@ def design_table(claims: list[dict], counts: list[int], shares: list[float], rep
                                  "PRV ε (estimate / it)": f"{facts['prv']:.2f} ({estimate.mean() / facts['prv']:.2f})"
                                  if "prv" in facts else "n.a.",
                                  "lower limit": f"{lower.mean():.2f}", "lower limit / ε": f"{lower.mean() / eps:.2f}",
-                                 "lower limit > ε": f"{int(np.sum(lower > eps))} of {reps}"})  # fmt: skip
+                                 "lower limit > ε": f"{int(np.sum(lower > eps))} of {reps}",
+                                 "mechanism fit (sd)": f"{fitted.mean():.2f} ({fitted.std(ddof=1):.2f})",
+                                 "fit / ε (range)": f"{fitted.mean() / eps:.2f} ({fitted.min() / eps:.2f}-"
+                                                    f"{fitted.max() / eps:.2f})",
+                                 "fit's lower limit / ε": f"{fitted_lower.mean() / eps:.2f}",
+                                 "fit's limit > ε": f"{int(np.sum(fitted_lower > eps))} of {reps}"})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -11,8 +11,13 @@ target's train_info.json, `accountant_record`):
   same confidence, for comparison only (it never feeds the failure rule, so it takes no share
   of the confidence);
 - the mechanism checks of the same run (`mechanism_checks`: the Poisson batches against q n,
-  the noise on canary-free coordinates against sigma C / expected batch), each failing below
-  its level (`dp_audit.check_level`);
+  the noise on canary-free coordinates against sigma C / expected batch, the noise against the
+  step's batch), each failing below its level (`dp_audit.check_level`);
+- the mechanism fit of the same observations (`mlmia.defences.mechanism_fit`): the subsampled
+  Gaussian mechanism they fit (noise multiplier, rate) and the accountant's epsilon for it, an
+  ESTIMATE, with a lower limit at the white-box family's confidence (reported) and one at the
+  checks' level (failing the target when above the accountant's epsilon, as a mechanism check);
+- the Gaussian analysis of the canaries' scores (`gaussian_audit`; an estimate of mu-GDP);
 - the black-box one-run audit on the final model (`mlmia.defences.token_canaries`: canaries of
   new tokens, the same guesses and bounds);
 - for the targets of the tables spec's group dp, every attack of the zoo
@@ -57,6 +62,7 @@ import pandas as pd
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.defences.gradient_canaries import canary_scores, mechanism_checks, sentinel_scores, simulated_record
+from mlmia.defences.mechanism_fit import fit_mechanism
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.gaussian_audit import gaussian_one_run
 from mlmia.metrics.intervals import percentile_interval
@@ -268,6 +274,7 @@ def accountant_record(info: dict | None, target: str) -> dict:
         "accountant_epsilon": epsilon,
         "target_epsilon": math.nan if dp.get("target_epsilon") is None else float(dp["target_epsilon"]),
         "delta": float(dp["delta"]),
+        "accountant": dp.get("accountant", "rdp"),
         "unit": dp.get("unit", "sample"),
         "fault": dp.get("fault"),
         "noise_multiplier": float(dp.get("noise_multiplier", math.nan)),
@@ -331,7 +338,8 @@ def audit_target(
         found = one_run_canary_audit(scores, whitebox["included"], settings["gradient_canaries"]["guess_share"],
                                      record["delta"], beta)  # fmt: skip
         gauss = gaussian_audit(whitebox, scores, score, record["accountant_epsilon"], record["delta"], beta)
-        audits.append({"audit": "white-box", "score": score, **found, **gauss})
+        fit = fit_mechanism(whitebox, record["accountant"], record["delta"], beta, settings["check_level"])
+        audits.append({"audit": "white-box", "score": score, **found, **gauss, **fit})
         checks = mechanism_checks(whitebox, settings["check_level"])
     if blackbox is not None:
         found = one_run_canary_audit(blackbox[0], blackbox[1], settings["canaries"]["guess_share"], record["delta"],
@@ -363,6 +371,11 @@ def target_failures(audit: dict) -> list[str]:
             failures.append(f"the {row['audit']} one-run bound eps >= {row['epsilon_lb']:.4f} (f-DP; "
                             f"Steinke et al.'s {row['steinke_lb']:.4f}; {row['correct']} of {row['guesses']} guesses)")  # fmt: skip
     for row in audit["canary_audits"]:
+        if row.get("mech_check_lcl", 0.0) > epsilon + TOLERANCE:
+            failures.append(f"the {row['audit']} mechanism fit's lower limit eps >= {row['mech_check_lcl']:.4f} at "
+                            f"the checks' level (estimate "
+                            f"{row['mech_estimate']:.4f}: noise multiplier {row['mech_noise_multiplier']:.4g}, rate "
+                            f"{row['mech_rate']:.4g}, amplitude {row['mech_amplitude']:.4g} of the clipped canary)")  # fmt: skip
         if row.get("gauss_fails"):
             failures.append(f"the {row['audit']} Gaussian lower limit eps >= {row['gauss_lcl']:.4f} (estimate "
                             f"{row['gauss_estimate']:.4f}, Gaussian assumption; no trip in {row['gauss_sim_reps']} "

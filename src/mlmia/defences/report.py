@@ -26,9 +26,13 @@ ONE_RUN_COLUMNS = ["target", "audit", "score", "fault", "accountant_epsilon", "d
                    "guesses", "correct", "steinke_lb", "fdp_lb", "epsilon_lb", "ratio", "beta", "gauss_estimate",
                    "gauss_estimate_ratio", "gauss_lcl", "gauss_lcl_ratio", "gauss_mu", "gauss_mu_lb", "gauss_skew_in",
                    "gauss_skew_out", "gauss_sd_ratio", "gauss_null_scores", "gauss_normal_p", "gauss_normal_passed",
-                   "gauss_same_p", "gauss_sim_trips", "gauss_fails"]  # fmt: skip
+                   "gauss_same_p", "gauss_sim_trips", "gauss_fails", "mech_estimate", "mech_estimate_ratio",
+                   "mech_lcl", "mech_lcl_ratio", "mech_check_lcl", "mech_noise_multiplier", "mech_rate",
+                   "mech_amplitude"]  # fmt: skip
 #: the Gaussian analysis' label wherever its number is printed: an estimate, not a bound
 GAUSS_LABEL = "estimate (Gaussian assumption)"
+#: the mechanism fit's label wherever its number is printed: an estimate, not a bound
+FIT_LABEL = "mechanism fit estimate"
 CHECK_COLUMNS = ["target", "fault", "check", "observed", "expected", "p_value", "level", "passed", "detail"]
 
 
@@ -78,7 +82,7 @@ def bounds_table(audits: list[dict]) -> pd.DataFrame:
                     f"{key}_fdp_lb": found.get("fdp_lb", NAN),
                     f"{key}_ratio": _ratio(found.get("epsilon_lb", NAN), record["accountant_epsilon"])}  # fmt: skip
         white = _canary(audit, "white-box") or {}
-        for key in ("gauss_estimate", "gauss_lcl"):
+        for key in ("gauss_estimate", "gauss_lcl", "mech_estimate", "mech_lcl"):
             row |= {f"whitebox_{key}": white.get(key, NAN),
                     f"whitebox_{key}_ratio": _ratio(white.get(key, NAN), record["accountant_epsilon"])}  # fmt: skip
         row["whitebox_gauss_normal_p"] = white.get("gauss_normal_p", NAN)
@@ -111,7 +115,8 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
     """The per-target table as Markdown: the audit, then the attacks and utility; notes say what
     each column means."""
     header = ["target", "accountant ε (δ)", "fault recorded", "patient-level ε (δ)", "white-box bound (/ε)",
-              f"white-box {GAUSS_LABEL} (/ε)", "its lower limit (/ε)", "black-box canary bound (/ε)",
+              f"white-box {FIT_LABEL} (/ε)", "its lower limit (/ε)", f"white-box {GAUSS_LABEL} (/ε)",
+              "its lower limit (/ε)", "black-box canary bound (/ε)",
               "best attack bound (attack)", "mechanism checks", "audit"]  # fmt: skip
     body = []
     for _, row in table.iterrows():
@@ -123,6 +128,8 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         attack = "n.a." if not isinstance(attack, float) or math.isnan(attack) else (
             f"{_format(attack)} ({row['bound_attack']})")  # fmt: skip
         body.append([row["target"], _accountant(row), _fault(row["fault"]), patient, _bound(row, "whitebox"),
+                     _bound(row, "whitebox_mech_estimate", "whitebox_mech_estimate"),
+                     _bound(row, "whitebox_mech_lcl", "whitebox_mech_lcl"),
                      _bound(row, "whitebox_gauss_estimate", "whitebox_gauss_estimate"),
                      _bound(row, "whitebox_gauss_lcl", "whitebox_gauss_lcl"),
                      _bound(row, "blackbox"), attack, row["checks"],
@@ -144,6 +151,12 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         f"accountant's δ, the families of a target (white-box, black-box, attacks) holding together with confidence "
         f"{confidence:g} (Bonferroni); "
         "in brackets the ratio to the accountant's ε.",
+        f"White-box {FIT_LABEL}: the accountant's ε for the subsampled Gaussian mechanism that the canaries' "
+        "observations fit (their noise, the clipped canary's amplitude and the rate it joins at, by moments; "
+        "mlmia.defences.mechanism_fit): an ESTIMATE, not a bound, that assumes Gaussian noise of one scale (the noise "
+        "checks) and one rate and amplitude; a correct trainer's is its accountant's ε up to sampling error. Its lower "
+        "limit: at the fitted parameters' lower confidence limits (delta method) at the white-box family's "
+        "confidence; the limit at the checks' level above the accountant's ε fails the audit, as a mechanism check.",
         f"White-box {GAUSS_LABEL}: ε of μ-GDP at the accountant's δ, μ the standardized difference of the included "
         "and excluded canaries' scores (Andrew et al., ICLR 2024; Dong, Roth and Su 2022): an ESTIMATE, not a bound, "
         "valid only as far as the scores are normal (one_run.md has the check); its lower limit: the noncentral-t "
@@ -183,7 +196,9 @@ def one_run_table(audits: list[dict]) -> pd.DataFrame:
                          "accountant_epsilon": record["accountant_epsilon"], **found,
                          "ratio": _ratio(found["epsilon_lb"], record["accountant_epsilon"]),
                          "gauss_estimate_ratio": _ratio(found.get("gauss_estimate", NAN), record["accountant_epsilon"]),
-                         "gauss_lcl_ratio": _ratio(found.get("gauss_lcl", NAN), record["accountant_epsilon"])})  # fmt: skip
+                         "gauss_lcl_ratio": _ratio(found.get("gauss_lcl", NAN), record["accountant_epsilon"]),
+                         "mech_estimate_ratio": _ratio(found.get("mech_estimate", NAN), record["accountant_epsilon"]),
+                         "mech_lcl_ratio": _ratio(found.get("mech_lcl", NAN), record["accountant_epsilon"])})  # fmt: skip
     return pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
 
 
@@ -196,11 +211,13 @@ def checks_table(audits: list[dict]) -> pd.DataFrame:
 def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict) -> str:
     """The one-run audits and the mechanism checks as Markdown, with notes on what they measure."""
     header = ["target", "audit (score)", "accountant ε (δ)", "fault recorded", "canaries (inserted)", "guesses",
-              "correct", "Steinke et al. bound", "f-DP bound", "bound / ε", GAUSS_LABEL, "/ ε", "its lower limit",
-              "/ ε", "null normal (p)", "skew in / out"]  # fmt: skip
+              "correct", "Steinke et al. bound", "f-DP bound", "bound / ε", FIT_LABEL, "/ ε", "its lower limit", "/ ε",
+              "fitted σ, q", GAUSS_LABEL, "/ ε", "its lower limit", "/ ε", "null normal (p)", "skew in / out"]  # fmt: skip
     body = [[row.target, f"{row.audit} ({row.score})", _accountant(row._asdict()), _fault(row.fault),
              f"{row.canaries} ({row.inserted})", row.guesses, row.correct, _format(row.steinke_lb), _format(row.fdp_lb),
-             _format(row.ratio, 2), _format(row.gauss_estimate), _format(row.gauss_estimate_ratio, 2),
+             _format(row.ratio, 2), _format(row.mech_estimate), _format(row.mech_estimate_ratio, 2),
+             _format(row.mech_lcl), _format(row.mech_lcl_ratio, 2), _fitted(row),
+             _format(row.gauss_estimate), _format(row.gauss_estimate_ratio, 2),
              _format(row.gauss_lcl), _format(row.gauss_lcl_ratio, 2), _normality(row),
              f"{_format(row.gauss_skew_in, 2)} / {_format(row.gauss_skew_out, 2)}"
              if isinstance(row.gauss_skew_in, float) and not math.isnan(row.gauss_estimate) else "n.a."]
@@ -227,6 +244,13 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
         f"{settings['confidence']:g} (Bonferroni; column beta: each family's error probability). The accountant's ε "
         f"covers {VOCABULARY_SCOPE}.",
         "",
+        f"{FIT_LABEL[0].upper()}{FIT_LABEL[1:]} (white-box only): the accountant's ε for the subsampled Gaussian "
+        "mechanism the canaries' observations fit by moments (fitted σ: the noise over the clipped canary's "
+        "amplitude; q: the rate it joins at; mlmia.defences.mechanism_fit), an ESTIMATE that assumes Gaussian noise "
+        "of one scale and one rate and amplitude; its lower limit at the fitted parameters' lower confidence limits "
+        "(delta method, the white-box family's confidence). At the checks' level it is a check: above the "
+        "accountant's ε it fails the audit.",
+        "",
         f"{GAUSS_LABEL[0].upper()}{GAUSS_LABEL[1:]} (white-box only): ε of μ-GDP at the accountant's δ, μ the "
         "standardized mean difference (Cohen's d) of the included and the excluded canaries' scores (Andrew, Kairouz, "
         "Oh, Oprea, McMahan and Suriyakumar, ICLR 2024; μ-GDP: Dong, Roth and Su 2022). It is an ESTIMATE, not a "
@@ -245,6 +269,13 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
         f"p-values, a check fails below {settings['check_level']:g}.",
     ]
     return "\n".join([markdown_table(header, body), *notes]) + "\n"
+
+
+def _fitted(row) -> str:
+    sigma, rate = getattr(row, "mech_noise_multiplier", NAN), getattr(row, "mech_rate", NAN)
+    if not isinstance(sigma, float) or math.isnan(sigma):
+        return "n.a."
+    return f"{sigma:.3g}, {rate:.3g}"
 
 
 def _normality(row) -> str:
