@@ -9,7 +9,9 @@ target's train_info.json, `accountant_record`):
   lower bound on epsilon at the accountant's delta (Mahloujifar, Melis and Chaudhuri, ICML
   2025), with Steinke, Nasr and Jagielski's (NeurIPS 2023) of the same guesses beside it at the
   same confidence, for comparison only (it never feeds the failure rule, so it takes no share
-  of the confidence);
+  of the confidence); with `dp_audit.gradient_canaries.runs` k > 1, on the canaries of k training
+  runs of the target pooled (`pooled_record`: k m canaries, each run's own bits, the guesses of
+  one run; the fit and the Gaussian analysis below on all observations, the checks per run);
 - the mechanism checks of the same run (`mechanism_checks`: the Poisson batches against q n,
   the noise on canary-free coordinates against sigma C / expected batch, the noise against the
   step's batch), each failing below its level (`dp_audit.check_level`);
@@ -159,11 +161,16 @@ def one_run_canary_audit(
     guess_share: float,
     delta: float = 0.0,
     beta: float = 0.05,
+    runs: int = 1,
 ) -> dict:
     """The one-run audit of m canaries each included with probability 1/2 (`included`, the true
     bits) from the auditor's scores (higher = included). The auditor guesses "in" for the
     ceil(`guess_share` m / 2) highest scores and "out" for as many lowest, abstaining on the rest;
     `guess_share` is fixed before the scores are seen (trying several spends the confidence).
+    With `runs` k > 1 the m canaries are those of k runs pooled (`pooled_record`) and the guesses
+    stay those of one run: ceil(`guess_share` m / (2 k)) on each side, counted from one run's
+    m / k canaries (bench/canary_design.py's `--runs` divides the share by k, the same count up to
+    the float rounding of share / k x k).
     The bound `epsilon_lb` is `fdp_lb`, the f-DP analysis' lower bound on epsilon at `delta` (the
     accountant's, per canary; `fdp_one_run_epsilon`), valid with probability 1 - `beta`.
     `steinke_lb` (Steinke, Nasr and Jagielski, NeurIPS 2023, `one_run_epsilon`) of the same
@@ -181,7 +188,9 @@ def one_run_canary_audit(
         raise UserError(
             f"one_run_canary_audit: need at least 2 canaries with one inclusion bit each, got {m}, {len(bits)}"
         )
-    k = min(m // 2, math.ceil(guess_share * m / 2))
+    if runs < 1 or m % runs:
+        raise UserError(f"one_run_canary_audit: {m} canaries are not {runs} runs of as many each")
+    k = min(m // 2, math.ceil(guess_share * (m // runs) / 2))
     correct = one_run_correct(scores, bits, k, k)
     steinke = one_run_epsilon(m, 2 * k, correct, delta, beta)
     fdp = fdp_one_run_epsilon(m, 2 * k, correct, delta, beta)
@@ -227,6 +236,46 @@ def gaussian_audit(record: dict, scores: np.ndarray, score: str, epsilon: float,
         trips = gaussian_false_alarms(record, score, epsilon, delta, beta)
         found |= {"gauss_sim_trips": trips, "gauss_sim_reps": GAUSS_SIM_REPS, "gauss_fails": trips == 0}
     return found
+
+
+#: what every run of one target pooled by `pooled_record` must share (the claim and the normalisation)
+POOLED_FACTS = ("count", "sigma", "sample_rate", "units", "divisor", "unit", "steps")
+
+
+def pooled_record(records: list[dict], target: str = "") -> dict:
+    """The white-box records of k training runs of one target (`gradient_canaries.read_record`:
+    the target and its audit replicas, `dp_audit.gradient_canaries.runs`) as one record of k m
+    canaries, as bench/canary_design.py's `simulated_audit` pools them: the canaries' observation
+    columns of every run side by side, then every run's sentinels; each run's own inclusion bits;
+    each run's batches per step as `run_batches` (k, T). The runs must share the claim and the
+    normalisation (`POOLED_FACTS`: the same settings, other seeds), so that a canary's score, the
+    fit and the Gaussian analysis read the pooled observations as one run of k m canaries
+    (canaries are independent given the mechanism, within a run and across runs). One record is
+    returned as it is."""
+    if not records:
+        raise UserError(f"DP audit: target {target!r}: no white-box record to pool")
+    first = records[0]
+    if len(records) == 1:
+        return first
+    for run, record in enumerate(records[1:], start=2):
+        for key in POOLED_FACTS:
+            if record[key] != first[key]:
+                raise UserError(f"DP audit: target {target!r}: run {run} has {key} {record[key]!r} where run 1 has "
+                                f"{first[key]!r}; the pooled runs must be trained with the same settings")  # fmt: skip
+    count = first["count"]
+    observed = [r["observed"][:, :count] for r in records] + [r["observed"][:, count:] for r in records]
+    return {**first, "observed": np.concatenate(observed, axis=1),
+            "included": np.concatenate([np.asarray(r["included"]).astype(bool) for r in records]),
+            "count": count * len(records), "run_batches": np.stack([r["data_batch"] for r in records])}  # fmt: skip
+
+
+def pooled_checks(records: list[dict], level: float) -> list[dict]:
+    """The mechanism checks (`gradient_canaries.mechanism_checks`) of each pooled run, named by run
+    ("noise (run 2)") where there are several; one run's as they are."""
+    if len(records) == 1:
+        return mechanism_checks(records[0], level)
+    return [row | {"check": f"{row['check']} (run {run})"}
+            for run, record in enumerate(records, start=1) for row in mechanism_checks(record, level)]  # fmt: skip
 
 
 def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:
@@ -318,7 +367,7 @@ def audit_target(
     info: dict | None,
     settings: dict,
     *,
-    whitebox: dict | None = None,
+    whitebox: dict | list[dict] | None = None,
     blackbox: tuple[np.ndarray, np.ndarray] | None = None,
     attacks: tuple[dict, pd.DataFrame] | None = None,
 ) -> dict:
@@ -326,21 +375,28 @@ def audit_target(
     target, accountant (`accountant_record`), canary_audits (one per `AUDITS` run), checks (the
     mechanism checks), attacks (rows of `attack_bounds`) and attack_summary, failures
     (`target_failures`). `whitebox`: the gradient canaries' observations
-    (`mlmia.defences.gradient_canaries.read_record`); `blackbox`: (scores, inclusion bits) of the
-    token canaries; `attacks`: (summary, bounds) of `attack_audit`. `settings`: confidence,
-    check_level, and the canaries' guess_share and score (config `dp_audit`)."""
+    (`mlmia.defences.gradient_canaries.read_record`), or a list of those of k runs of the target
+    (`dp_audit.gradient_canaries.runs`), pooled (`pooled_record`): the one-run audit of all k m
+    canaries with the guesses of one run, the Gaussian analysis and the mechanism fit of all
+    observations, the mechanism checks of each run (`pooled_checks`); the white-box row then says
+    `runs` (absent: one run); `blackbox`: (scores, inclusion bits) of the token canaries;
+    `attacks`: (summary, bounds) of `attack_audit`. `settings`: confidence, check_level, and the
+    canaries' guess_share and score (config `dp_audit`)."""
     record = accountant_record(info, target)
     beta = 1.0 - settings["confidence"]
     audits, checks = [], []
     if whitebox is not None:
+        runs = [whitebox] if isinstance(whitebox, dict) else list(whitebox)
+        pooled = pooled_record(runs, target)
         score = settings["gradient_canaries"]["score"]
-        scores = canary_scores(whitebox, score)
-        found = one_run_canary_audit(scores, whitebox["included"], settings["gradient_canaries"]["guess_share"],
-                                     record["delta"], beta)  # fmt: skip
-        gauss = gaussian_audit(whitebox, scores, score, record["accountant_epsilon"], record["delta"], beta)
-        fit = fit_mechanism(whitebox, record["accountant"], record["delta"], beta, settings["check_level"])
-        audits.append({"audit": "white-box", "score": score, **found, **gauss, **fit})
-        checks = mechanism_checks(whitebox, settings["check_level"])
+        scores = canary_scores(pooled, score)
+        found = one_run_canary_audit(scores, pooled["included"], settings["gradient_canaries"]["guess_share"],
+                                     record["delta"], beta, runs=len(runs))  # fmt: skip
+        gauss = gaussian_audit(pooled, scores, score, record["accountant_epsilon"], record["delta"], beta)
+        fit = fit_mechanism(pooled, record["accountant"], record["delta"], beta, settings["check_level"])
+        pooling = {"runs": len(runs)} if len(runs) > 1 else {}  # one run: the record as it always was
+        audits.append({"audit": "white-box", "score": score, **pooling, **found, **gauss, **fit})
+        checks = pooled_checks(runs, settings["check_level"])
     if blackbox is not None:
         found = one_run_canary_audit(blackbox[0], blackbox[1], settings["canaries"]["guess_share"], record["delta"],
                                      beta)  # fmt: skip

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -69,6 +70,12 @@ def _canary(audit: dict, kind: str) -> dict | None:
     return next((row for row in audit["canary_audits"] if row["audit"] == kind), None)
 
 
+def _pooled(audits: list[dict]) -> bool:
+    """Whether a white-box audit pools several runs (`dp_audit.gradient_canaries.runs` > 1): only
+    then do the tables show a `runs` column, so that one run writes them as it always did."""
+    return any("runs" in row for audit in audits for row in audit["canary_audits"])
+
+
 def bounds_table(audits: list[dict]) -> pd.DataFrame:
     """One row per target (`bounds.csv`)."""
     rows = []
@@ -90,8 +97,14 @@ def bounds_table(audits: list[dict]) -> pd.DataFrame:
         row |= {"checks": "none" if not audit["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed)),
                 "verdict": "fails" if audit["failures"] else "passes", "failures": "; ".join(audit["failures"]),
                 "guarantee_covers": VOCABULARY_SCOPE, **audit["attack_summary"]}  # fmt: skip
+        if _pooled(audits):
+            row["whitebox_runs"] = white.get("runs", 1) if white else NAN
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _runs(value) -> str:
+    return "n.a." if not isinstance(value, (int, float)) or math.isnan(value) else str(int(value))
 
 
 def _accountant(row) -> str:
@@ -118,6 +131,9 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
               f"white-box {FIT_LABEL} (/ε)", "its lower limit (/ε)", f"white-box {GAUSS_LABEL} (/ε)",
               "its lower limit (/ε)", "black-box canary bound (/ε)",
               "best attack bound (attack)", "mechanism checks", "audit"]  # fmt: skip
+    pooled = "whitebox_runs" in table.columns
+    if pooled:  # the white-box runs pooled (dp_audit.gradient_canaries.runs), before their bound
+        header.insert(header.index("white-box bound (/ε)"), "runs")
     body = []
     for _, row in table.iterrows():
         patient = (
@@ -134,6 +150,8 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
                      _bound(row, "whitebox_gauss_lcl", "whitebox_gauss_lcl"),
                      _bound(row, "blackbox"), attack, row["checks"],
                      "passes" if row["verdict"] == "passes" else "**FAILS**"])  # fmt: skip
+        if pooled:
+            body[-1].insert(header.index("runs"), _runs(row["whitebox_runs"]))
     attacked = table[table["auc"].notna()] if "auc" in table.columns else table.iloc[:0]
     second = ["target", "accountant ε (δ)", "strongest attack", "AUC", f"TPR@{fpr:g}FPR (%)", "MLM loss",
               "pseudo-perplexity"]  # fmt: skip
@@ -146,6 +164,15 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         "ε while doing something else. Patient-level: the accountant's own for patient-level DP-SGD, else group "
         "privacy over the k lines of the patient with the most, (kε, k e^((k-1)ε) δ); vacuous when that δ is at "
         f"least 1. Every ε here covers {VOCABULARY_SCOPE}.",
+        *(
+            [
+                "Runs: the training runs of the target whose gradient canaries the white-box audit pools (the target and "
+                "its audit replicas, models/<target>~run<i>: the same settings, other seeds; k trainings), guessing as "
+                "many as on one run."
+            ]
+            if pooled
+            else []
+        ),
         f"White-box bound: the one-run audit of the gradient canaries observed at every step; black-box: the one-run "
         f"audit of the new-token canaries on the final model (one_run.md); each the f-DP analysis' lower bound at the "
         f"accountant's δ, the families of a target (white-box, black-box, attacks) holding together with confidence "
@@ -199,7 +226,11 @@ def one_run_table(audits: list[dict]) -> pd.DataFrame:
                          "gauss_lcl_ratio": _ratio(found.get("gauss_lcl", NAN), record["accountant_epsilon"]),
                          "mech_estimate_ratio": _ratio(found.get("mech_estimate", NAN), record["accountant_epsilon"]),
                          "mech_lcl_ratio": _ratio(found.get("mech_lcl", NAN), record["accountant_epsilon"])})  # fmt: skip
-    return pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
+    if not _pooled(audits):
+        return pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
+    # runs pooled (dp_audit.gradient_canaries.runs): how many, after the score (a black-box audit is one run's)
+    columns = ONE_RUN_COLUMNS[:3] + ["runs"] + ONE_RUN_COLUMNS[3:]
+    return pd.DataFrame([row | {"runs": row.get("runs", 1)} for row in rows], columns=columns)
 
 
 def checks_table(audits: list[dict]) -> pd.DataFrame:
@@ -222,15 +253,30 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
              f"{_format(row.gauss_skew_in, 2)} / {_format(row.gauss_skew_out, 2)}"
              if isinstance(row.gauss_skew_in, float) and not math.isnan(row.gauss_estimate) else "n.a."]
             for row in one_run.itertuples(index=False)]  # fmt: skip
+    pooled = "runs" in one_run.columns
+    if pooled:  # the runs pooled (dp_audit.gradient_canaries.runs), after the canaries of all of them
+        at = header.index("canaries (inserted)") + 1
+        header.insert(at, "runs")
+        for line, runs in zip(body, one_run["runs"]):
+            line.insert(at, _runs(runs))
     check_header = ["target", "fault recorded", "check", "observed", "expected", "p-value", "verdict"]
     check_body = [[row.target, _fault(row.fault), row.check, f"{row.observed:.4g}", f"{row.expected:.4g}",
                    f"{row.p_value:.2g}", "passes" if row.passed else f"**FAILS** (p < {row.level:g})"]
                   for row in checks.itertuples(index=False)]  # fmt: skip
     gradient, tokens = settings["gradient_canaries"], settings["canaries"]
+    runs = gradient.get("runs", 1)
+    opening = "One training run per target, m canaries each included with probability 1/2"
+    if pooled:
+        opening = (f"White-box: {runs} training runs per target (the target and its audit replicas "
+                   "models/<target>~run<i>: the same settings, the training's and the canaries' seeds offset by "
+                   "i - 1; k trainings), whose canaries are pooled (column runs; the canaries column counts all "
+                   "of them) and guessed on as many as on one run, the mechanism checks per run; black-box: one "
+                   "run; each run's m canaries included with probability 1/2")  # fmt: skip
     notes = [
         "",
-        f"One training run per target, m canaries each included with probability 1/2 (Steinke, Nasr and Jagielski, "
-        f"NeurIPS 2023). White-box: {gradient['count']} gradient canaries of norm {gradient['norm']:g} C on "
+        f"{opening} (Steinke, Nasr and Jagielski, "
+        f"NeurIPS 2023). White-box: {gradient['count']} gradient canaries{' per run' if pooled else ''} of norm "
+        f"{gradient['norm']:g} C on "
         f"coordinates of their own, sampled at each step with the training's Poisson rate, clipped and noised by the "
         f"DP optimizer with the model's gradient, observed after the noise at every step (empty batches included); "
         f"score: {gradient['score'].replace('_', ' ')} of the observations. Black-box: canaries of new tokens (the "
@@ -293,6 +339,10 @@ def _note(audit: dict) -> str:
     return f"fault recorded: {fault}" if fault else "no fault recorded"
 
 
+def _pooled_runs(found: dict) -> str:
+    return f" on the canaries of {found['runs']} runs" if "runs" in found else ""
+
+
 def audit_findings(audits: list[dict], confidence: float) -> list[Finding]:
     """The audit's checks as findings: per DP target, each one-run bound against the accountant's
     epsilon (with their ratio), each mechanism check, and whether the target passes; the claims
@@ -327,11 +377,12 @@ def audit_findings(audits: list[dict], confidence: float) -> list[Finding]:
                 interval=interval, n=found["guesses"], margin=0.0, holds=found["epsilon_lb"] <= eps + 1e-9,
                 verdict="not resolvable",
                 note=f"a one-sided bound, not an interval; ratio {found['epsilon_lb'] / eps:.2f}; {found['correct']} of "
-                     f"{found['guesses']} guesses right; {_note(audit)}",
+                     f"{found['guesses']} guesses right"
+                     f"{_pooled_runs(found)}; {_note(audit)}",
             ))  # fmt: skip
         for check in audit["checks"]:
             out.append(Finding(
-                finding=f"check_{check['check'].replace(' ', '_').lower()}", kind="baseline", scope=audit["target"],
+                finding=f"check_{re.sub('[^a-z0-9]+', '_', check['check'].lower()).strip('_')}", kind="baseline", scope=audit["target"],
                 claim=f"The {check['check']} check agrees with the accountant's claim", measure=check["check"],
                 first="observed", first_value=check["observed"], second="claimed", second_value=check["expected"],
                 difference=check["observed"] - check["expected"], difference_ci_low=NAN, difference_ci_high=NAN,
