@@ -4,6 +4,7 @@ import pandas as pd
 import torch
 
 from mlmia.attacks.protocols import sample_universe
+from mlmia.core.errors import UserError
 from mlmia.core.io import write_text
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
@@ -15,6 +16,16 @@ from mlmia.models.loading import load_mlm
 log = get_logger("dp_audit")
 
 
+def replica_dp(model_dir, target: str) -> dict:
+    """An audit replica's dp record (its train_info.json), which must claim what its target's does."""
+    dp = (read_train_info(model_dir) or {}).get("dp")
+    if not dp:
+        raise UserError(
+            f"DP audit: target {target!r}: its audit replica {model_dir} has no dp record in train_info.json"
+        )
+    return dp
+
+
 def main(snakemake):
     inputs, params = snakemake.input, snakemake.params
     target = snakemake.wildcards.target
@@ -24,6 +35,9 @@ def main(snakemake):
     info = read_train_info(params.model_dir)
     record = accountant_record(info, target)
     whitebox = read_record(params.model_dir, info["dp"], target) if settings["gradient_canaries"]["count"] else None
+    if whitebox is not None and "replicas" in inputs.keys():  # runs 2 .. k of the target, pooled by the audit
+        whitebox = [whitebox] + [read_record(path, replica_dp(path, target), f"{target} (run {run})")
+                                 for run, path in enumerate(inputs.replicas, start=2)]  # fmt: skip
     # every family of bounds of this target shares the confidence: together they hold at dp_audit.confidence
     families = (whitebox is not None) + ("canaries" in inputs.keys()) + (params.plan is not None)
     settings["confidence"] = joint_confidence(settings["confidence"], families)
@@ -39,9 +53,9 @@ def main(snakemake):
                                sample_universe(samples), settings, target)  # fmt: skip
     audit = audit_target(target, info, settings, whitebox=whitebox, blackbox=blackbox, attacks=attacks)
     for row in audit["canary_audits"]:
-        log.info("%s: %s one-run audit: %d of %d guesses right, eps >= %.3f (Steinke et al. %.3f, f-DP %.3f)",
-                 target, row["audit"], row["correct"], row["guesses"], row["epsilon_lb"], row["steinke_lb"],
-                 row["fdp_lb"])  # fmt: skip
+        log.info("%s: %s one-run audit: %d of %d guesses right on %d canaries of %d run(s), eps >= %.3f "
+                 "(Steinke et al. %.3f, f-DP %.3f)", target, row["audit"], row["correct"], row["guesses"],
+                 row["canaries"], row.get("runs", 1), row["epsilon_lb"], row["steinke_lb"], row["fdp_lb"])  # fmt: skip
     for row in audit["checks"]:
         log.info("%s: %s check: %s, p = %.3g", target, row["check"], row["detail"], row["p_value"])
     for row in audit["attacks"]:

@@ -173,7 +173,7 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def model_dir(self, name: str) -> str:
         """A model's directory (or hub id): the user's `path`, or where the workflow trains it."""
-        if name in self.reference_models() or name in self.study_models:
+        if name in self.reference_models() or name in self.study_models or name in self.audit_replicas():
             return self.path(model_dir(name))
         if name not in self.models:
             raise UserError(f"config key models: {name!r} is not a configured model (models: {', '.join(self.models)})")
@@ -199,12 +199,13 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def trained_models(self) -> list[str]:
         """Every model the workflow trains: the config's models without a `path`, the
-        reference pool and the MLMs the configured studies train (`study_models`: the shadow
-        protocol's)."""
+        reference pool, the MLMs the configured studies train (`study_models`: the shadow
+        protocol's) and the DP targets' audit replicas (`audit_replicas`)."""
         return (
             [m for m, spec in self.models.items() if "path" not in spec]
             + self.reference_models()
             + list(self.study_models)
+            + list(self.audit_replicas())
         )
 
     def training_spec(self, name: str) -> dict:
@@ -235,6 +236,9 @@ class Study(Validation, ExperimentNeeds, Plans):
             return {"text": text, "settings": settings, "init": references.get("init")}
         if name in self.study_models:  # a study's own MLM (its plan module says how it trains)
             return self.study_models[name].training(self, name)
+        replica = self.audit_replicas().get(name)
+        if replica is not None:  # a DP target's audit replica: its target's training, its own seeds
+            return self.audit_replica_training(name, self._training_spec(replica[0]))
         spec = self.models[name]
         canaries = self.gradient_canaries()
         if spec.get("dp") is not None and canaries is not None:  # the white-box audit's canaries join the training
@@ -245,6 +249,9 @@ class Study(Validation, ExperimentNeeds, Plans):
         """The tokenizer a trained model uses: for the DP targets trained on the one-run canaries,
         the world's with the canaries' new tokens (`canary_tokenizer`); else the one of the model it
         continues (a public checkpoint fine-tuned on the pool), else the embedded world's."""
+        replica = self.audit_replicas().get(name)
+        if replica is not None:  # an audit replica trains as its target does
+            return self.training_tokenizer(replica[0])
         if name in self.models and self.models[name].get("corpus") == ONE_RUN_CORPUS:
             return self.canary_tokenizer()
         init = self.training_spec(name)["init"]

@@ -33,6 +33,9 @@ WORLD_SETS = ("clinical", "clinical_named")
 SHADOW_PREFIX = "shadow_"
 #: the translation target's models (`snakemake shadow_mt`): shadow_mt_alice, shadow_mt_bob_0, ...
 SHADOW_MT_PREFIX = "shadow_mt_"
+#: what names a DP target's audit replica (`dp_audit.gradient_canaries.runs`): <target>~run2, <target>~run3, ...;
+#: a configured model's name cannot hold it (the schema's names are letters, digits, _, + and -)
+AUDIT_RUN_SEPARATOR = "~run"
 
 
 def corpus_table(corpus: str) -> str:
@@ -43,6 +46,11 @@ def corpus_table(corpus: str) -> str:
 def model_dir(model: str) -> str:
     """Where the workflow trains a model."""
     return f"models/{model}"
+
+
+def audit_run(target: str, run: int) -> str:
+    """The model that is run `run` (2, 3, ...) of DP target `target` for its white-box audit (run 1 is the target)."""
+    return f"{target}{AUDIT_RUN_SEPARATOR}{run}"
 
 
 def samples(dataset: str) -> str:

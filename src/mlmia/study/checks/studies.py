@@ -73,8 +73,9 @@ def check_dexposure(config: dict) -> None:
 
 def check_dp_audit(config: dict) -> None:
     """The DP audit's canary counts against their minimums, under the dp_audit keys: the gradient
-    canaries every DP model trains with (`mlmia.defences.dp_settings.canary_settings`), and
-    the one-run audit's canaries of the models trained on dp_private."""
+    canaries every DP model trains with (`mlmia.defences.dp_settings.canary_settings`), the runs
+    their audit pools (a whole number, at least 1; more than 1 only with canaries), and the
+    one-run audit's canaries of the models trained on dp_private."""
     if "dp_audit" not in config:
         return
     audit = config["dp_audit"]
@@ -82,6 +83,15 @@ def check_dp_audit(config: dict) -> None:
     if not any(spec.get("dp") is not None and "path" not in spec for spec in models.values()):
         raise refused("dp_audit", "no model the workflow trains has a dp setting: the DP audit would audit nothing")
     gradient = audit["gradient_canaries"]
+    runs = gradient.get("runs", 1)
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:  # the schema lets 2.0 and true through
+        raise refused("dp_audit.gradient_canaries.runs", f"{runs!r} is not a whole number of runs, at least 1")
+    if runs > 1 and not gradient["count"]:
+        raise refused(
+            "dp_audit.gradient_canaries.runs",
+            f"{runs} runs pool the gradient canaries, but dp_audit.gradient_canaries.count is 0 (no white-box audit); "
+            "set runs: 1 or give canaries",
+        )
     if gradient["count"]:
         from mlmia.defences.dp_settings import canary_settings
 

@@ -6,7 +6,7 @@ whose tables join the audit's outputs."""
 from __future__ import annotations
 
 from mlmia.study.plans.base import Caption, Plan, shown
-from mlmia.vocabulary.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS
+from mlmia.vocabulary.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS, audit_run
 from mlmia.vocabulary.spec import DP_GROUP
 
 RULES = "rules/dp.smk"
@@ -14,6 +14,22 @@ RULES = "rules/dp.smk"
 DP_FILES = {"bounds_csv": "bounds.csv", "bounds_md": "bounds.md", "by_attack": "bounds_by_attack.csv",
             "one_run_csv": "one_run.csv", "one_run_md": "one_run.md", "checks_csv": "checks.csv",
             "findings_csv": "findings.csv", "findings_md": "findings.md"}  # fmt: skip
+
+
+def audit_run_settings(settings: dict, run: int) -> dict:
+    """The training settings of run `run` (1, 2, ...) of a DP target whose settings (with the
+    gradient canaries, `dp.canaries`) are `settings`: the training's seed and the canaries' seed
+    offset by run - 1, so that each run draws its own noise, batches and inclusion bits; run 1 is the
+    target itself."""
+    if run == 1:
+        return settings
+    from mlmia.defences.dp_settings import canary_settings
+    from mlmia.vocabulary.schema import defaults
+
+    seed = settings.get("seed", defaults("models", "*")["seed"])
+    canaries = canary_settings(settings["dp"]["canaries"])
+    dp = {**settings["dp"], "canaries": {**settings["dp"]["canaries"], "seed": canaries["seed"] + run - 1}}
+    return {**settings, "seed": seed + run - 1, "dp": dp}
 
 
 class DPTargets:
@@ -42,6 +58,25 @@ class DPTargets:
         if not settings.get("count"):
             return None
         return {key: settings[key] for key in ("count", "sentinels", "norm", "seed")}
+
+    def audit_runs(self) -> int:
+        """How many training runs of each DP target the white-box audit pools
+        (`dp_audit.gradient_canaries.runs`; 1 without the DP audit or without gradient canaries)."""
+        settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
+        return int(settings.get("runs", 1)) if settings.get("count") else 1
+
+    def audit_replicas(self, target: str | None = None) -> dict[str, tuple[str, int]]:
+        """The DP targets' audit replicas the workflow trains ({name: (target, run)}, runs 2 .. k of
+        `audit_runs`; of one `target` only, or of every DP target): none with runs = 1."""
+        runs = self.audit_runs()
+        targets = self.dp_targets() if target is None else [target]
+        return {audit_run(name, run): (name, run) for name in targets for run in range(2, runs + 1)}
+
+    def audit_replica_training(self, name: str, spec: dict) -> dict:
+        """Replica `name`'s training: its target's (`spec`, with the canaries) in its run's settings
+        (`audit_run_settings`)."""
+        _, run = self.audit_replicas()[name]
+        return {**spec, "settings": audit_run_settings(spec["settings"], run)}
 
     def canary_tokenizer(self) -> str:
         """The world's tokenizer with the new tokens of every one-run canary (mlmia.defences.token_canaries)."""
