@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlmia.defences.audit import one_run_canary_audit
+from mlmia.defences.audit import one_run_canary_audit, pooled_record
 from mlmia.defences.gradient_canaries import canary_scores, simulated_record
 from mlmia.defences.mechanism_fit import fit_mechanism
 from mlmia.metrics.gaussian_audit import gaussian_one_run
@@ -81,15 +81,11 @@ def simulated_audit(
     """One white-box audit of the claimed mechanism with `count` canaries in each of `runs` runs
     (pooled), guessing on `share`: the f-DP audit and the Gaussian analysis of the same scores, and
     the mechanism fit of the same observations (`mlmia.defences.mechanism_fit`, RDP)."""
-    scores, bits, observed = [], [], []
-    for _ in range(runs):
-        record = simulated_record(facts["sigma"], facts["rate"], facts["steps"], count, rng)
-        scores.append(canary_scores(record, score))
-        bits.append(record["included"])
-        observed.append(record["observed"])
-    scores, included = np.concatenate(scores), np.concatenate(bits)
+    pooled = pooled_record(
+        [simulated_record(facts["sigma"], facts["rate"], facts["steps"], count, rng) for _ in range(runs)]
+    )
+    scores, included = canary_scores(pooled, score), pooled["included"]
     found = one_run_canary_audit(scores, included, share, facts["delta"], beta)
-    pooled = record | {"observed": np.concatenate(observed, axis=1), "included": included, "count": len(included)}
     fit = fit_mechanism(pooled, "rdp", facts["delta"], beta)
     return found | gaussian_one_run(scores[included], scores[~included], facts["delta"], beta) | fit
 

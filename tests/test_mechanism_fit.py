@@ -36,18 +36,14 @@ def sigma_for(epsilon: float, claim: dict) -> float:
                                 steps=claim["steps"], accountant="rdp")  # fmt: skip
 
 
-def record_of(sigma, claim, count, seed, amplitude=1.0, rate=None, noise_scale=1.0, sentinels=64):
-    """A simulated white-box record: included canaries join with `rate` (default the claim's q)
-    and add `amplitude`; the noise is noise_scale x sigma; the record claims sigma and q."""
+def record_of(sigma, claim, count, seed, amplitude=1.0, rate=None, noise_scale=1.0):
+    """The library's simulated record of a mechanism claiming sigma and the claim's q (included
+    canaries join at `rate`, default q, and add `amplitude`; the noise noise_scale x sigma; 64
+    sentinels), with the data units of each step's Poisson batch that the mechanism checks read."""
     rng = np.random.default_rng(seed)
-    steps, q = claim["steps"], claim["rate"] if rate is None else rate
-    included = rng.random(count) < 0.5
-    joined = (rng.random((steps, count)) < q) & included
-    observed = amplitude * joined + noise_scale * sigma * rng.standard_normal((steps, count))
-    observed = np.hstack([observed, noise_scale * sigma * rng.standard_normal((steps, sentinels))])
-    return {"observed": observed, "included": included, "count": count, "unit": 1.0, "divisor": 1.0,
-            "steps": steps, "sigma": sigma, "sample_rate": claim["rate"], "units": 6446,
-            "data_batch": rng.binomial(6446, claim["rate"], steps), "canary_batch": joined.sum(1)}  # fmt: skip
+    record = simulated_record(sigma, claim["rate"], claim["steps"], count, rng, sentinels=64,
+                              noise_scale=noise_scale, amplitude=amplitude, join_rate=rate)  # fmt: skip
+    return record | {"units": 6446, "data_batch": rng.binomial(6446, claim["rate"], claim["steps"])}
 
 
 def test_the_fit_recovers_the_simulated_mechanism():

@@ -245,9 +245,10 @@ POOLED_FACTS = ("count", "sigma", "sample_rate", "units", "divisor", "unit", "st
 def pooled_record(records: list[dict], target: str = "") -> dict:
     """The white-box records of k training runs of one target (`gradient_canaries.read_record`:
     the target and its audit replicas, `dp_audit.gradient_canaries.runs`) as one record of k m
-    canaries, as bench/canary_design.py's `simulated_audit` pools them: the canaries' observation
-    columns of every run side by side, then every run's sentinels; each run's own inclusion bits;
-    each run's batches per step as `run_batches` (k, T). The runs must share the claim and the
+    canaries (bench/canary_design.py's `simulated_audit` pools its simulated runs with it): the
+    canaries' observation columns of every run side by side, then every run's sentinels; each
+    run's own inclusion bits (each run's batches stay in its own record, `pooled_checks`). The runs
+    must share the claim and the
     normalisation (`POOLED_FACTS`: the same settings, other seeds), so that a canary's score, the
     fit and the Gaussian analysis read the pooled observations as one run of k m canaries
     (canaries are independent given the mechanism, within a run and across runs). One record is
@@ -259,14 +260,14 @@ def pooled_record(records: list[dict], target: str = "") -> dict:
         return first
     for run, record in enumerate(records[1:], start=2):
         for key in POOLED_FACTS:
-            if record[key] != first[key]:
-                raise UserError(f"DP audit: target {target!r}: run {run} has {key} {record[key]!r} where run 1 has "
-                                f"{first[key]!r}; the pooled runs must be trained with the same settings")  # fmt: skip
+            if record.get(key) != first.get(key):
+                raise UserError(f"DP audit: target {target!r}: run {run} has {key} {record.get(key)!r} where run 1 has "
+                                f"{first.get(key)!r}; the pooled runs must be trained with the same settings")  # fmt: skip
     count = first["count"]
     observed = [r["observed"][:, :count] for r in records] + [r["observed"][:, count:] for r in records]
     return {**first, "observed": np.concatenate(observed, axis=1),
             "included": np.concatenate([np.asarray(r["included"]).astype(bool) for r in records]),
-            "count": count * len(records), "run_batches": np.stack([r["data_batch"] for r in records])}  # fmt: skip
+            "count": count * len(records)}  # fmt: skip
 
 
 def pooled_checks(records: list[dict], level: float) -> list[dict]:

@@ -172,33 +172,42 @@ def read_record(model_dir: str | Path, dp: dict, target: str) -> dict:
             "units": int(dp["units"]), "divisor": float(dp["gradient_divisor"]), "steps": steps}  # fmt: skip
 
 
-def _normalised(record: dict) -> np.ndarray:
+def normalised(record: dict) -> np.ndarray:
     """Each observation in units of the clipped canary: z = x (expected batch) / C."""
     return record["observed"].astype(np.float64) * record["divisor"] / record["unit"]
+
+
+def free_coordinates(record: dict) -> np.ndarray:
+    """The columns of `observed` free of an inserted canary: the canaries not included, then the
+    sentinels (pure noise under the claim; the noise-by-batch check and the mechanism fit read them)."""
+    excluded = np.nonzero(~np.asarray(record["included"]).astype(bool))[0]
+    return np.concatenate([excluded, np.arange(record["count"], record["observed"].shape[1])])
 
 
 def canary_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
     """Each canary's score (higher: included), one of `SCORES` (module docstring); without noise
     (sigma 0) the likelihood ratio is the alignment."""
-    return _scores(_normalised(record)[:, : record["count"]], record, score)
+    return _scores(normalised(record)[:, : record["count"]], record, score)
 
 
 def sentinel_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
     """The same score of each canary-free coordinate (sentinel): excluded canaries by construction,
     the null distribution of `canary_scores` (the Gaussian analysis' check)."""
-    return _scores(_normalised(record)[:, record["count"] :], record, score)
+    return _scores(normalised(record)[:, record["count"] :], record, score)
 
 
 def simulated_record(sigma: float, rate: float, steps: int, count: int, rng: np.random.Generator,
-                     sentinels: int = 0, noise_scale: float = 1.0) -> dict:  # fmt: skip
+                     sentinels: int = 0, noise_scale: float = 1.0, amplitude: float = 1.0,
+                     join_rate: float | None = None) -> dict:  # fmt: skip
     """A record (`read_record`'s keys that the scores read) of the mechanism the accountant claims,
     simulated without training: each of `count` canaries included with probability 1/2, each
     included one joining each of `steps` steps with probability `rate`, z_t = b_t + sigma N(0, 1)
     (`noise_scale` x sigma: a faulty mechanism whose claim stays sigma); `sentinels` canary-free
-    coordinates after the canaries."""
+    coordinates after the canaries. Other faults whose claim stays (sigma, rate): a joining canary
+    adding `amplitude` (10: not clipped), joins at `join_rate` (default `rate`)."""
     included = rng.integers(0, 2, count).astype(bool)
-    joined = (rng.random((steps, count)) < rate) & included
-    observed = joined + noise_scale * sigma * rng.standard_normal((steps, count))
+    joined = (rng.random((steps, count)) < (rate if join_rate is None else join_rate)) & included
+    observed = amplitude * joined + noise_scale * sigma * rng.standard_normal((steps, count))
     if sentinels:  # drawn after the canaries' noise, which is then the same with or without them
         observed = np.concatenate([observed, noise_scale * sigma * rng.standard_normal((steps, sentinels))], axis=1)
     return {"observed": observed, "included": included, "divisor": 1.0, "unit": 1.0, "count": count,
@@ -221,8 +230,7 @@ def _two_sided(low_tail: float, high_tail: float) -> float:
 
 def _noise_by_batch(record: dict) -> dict:
     """The ``noise by batch`` check of `mechanism_checks` (its docstring)."""
-    free = np.concatenate([np.nonzero(~record["included"].astype(bool))[0],
-                           np.arange(record["count"], record["observed"].shape[1])])  # fmt: skip
+    free = free_coordinates(record)
     squares = np.sum(record["observed"][:, free].astype(np.float64) ** 2, axis=1)
     logs = np.log(np.maximum(record["data_batch"].astype(np.float64), 1.0))
     centred = logs - logs.mean()

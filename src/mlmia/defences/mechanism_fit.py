@@ -47,6 +47,7 @@ from scipy import stats
 
 from mlmia.core.errors import UserError
 from mlmia.defences.dp_sgd import accountant_epsilon
+from mlmia.defences.gradient_canaries import free_coordinates, normalised
 
 #: fewest observations on each side of the fit
 MIN_OBSERVATIONS = 20
@@ -75,11 +76,9 @@ def fit_mechanism(record: dict, accountant: str, delta: float, beta: float, chec
         raise UserError(f"mechanism fit: beta must lie in (0, 1), got {beta!r}")
     if not 0 < delta < 1:
         raise UserError(f"mechanism fit: delta must lie in (0, 1), got {delta!r}")
-    z = record["observed"].astype(np.float64) * record["divisor"] / record["unit"]
-    included = np.asarray(record["included"]).astype(bool)
-    count = int(record["count"])
-    inside = z[:, :count][:, included].ravel()
-    free = np.concatenate([z[:, :count][:, ~included], z[:, count:]], axis=1).ravel()
+    z = normalised(record)
+    inside = z[:, : int(record["count"])][:, np.asarray(record["included"]).astype(bool)].ravel()
+    free = z[:, free_coordinates(record)].ravel()
     if inside.size < MIN_OBSERVATIONS or free.size < MIN_OBSERVATIONS:
         raise UserError(f"mechanism fit: needs at least {MIN_OBSERVATIONS} observations of included canaries and "
                         f"of free coordinates, got {inside.size} and {free.size}")  # fmt: skip
