@@ -110,6 +110,8 @@ CASES = [
      ["config key models.base: unknown key(s) tokenizer"]),
     ("training-setting-of-a-given-model", "ci.yaml", {"models.given": {**HUB, "epochs": 3}},
      ["config key models.given.epochs: 'given' is given by path: the workflow does not train it"]),
+    ("architecture-of-a-continued-model", "ci.yaml", {"models.base_pp.dropout": 0},
+     ["config key models.base_pp.dropout: 'base_pp' continues 'base' and keeps its architecture"]),
     ("attacks-unknown", "ci.yaml", {"attacks": {"min_kk": {}}}, ["config key attacks.min_kk: unknown attack 'min_kk'"]),
     ("attacks-unknown-parameter", "ci.yaml", {"attacks": {"min_k": {"kk": 0.2}}},
      ["config key attacks.min_k: unknown parameter(s) kk"]),

@@ -10,6 +10,9 @@ from mlmia.vocabulary.schema import defaults
 
 #: the keys of a models entry that say how the workflow trains it (the schema's, with their defaults)
 TRAINING_KEYS = tuple(defaults("models", "*"))
+#: the architecture of a model trained from scratch; a model that continues another (init) keeps its
+#: init's (mlmia.models.training loads it whole)
+ARCHITECTURE_KEYS = ("hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")
 
 
 def check_models(config: dict) -> None:
@@ -27,6 +30,13 @@ def check_models(config: dict) -> None:
                 f"{init!r} is not another configured model (models: {', '.join(models)}); init continues the "
                 "training of one",
             )
+        for setting in ARCHITECTURE_KEYS if init is not None else ():
+            if setting in spec:
+                raise refused(
+                    f"{key}.{setting}",
+                    f"{name!r} continues {init!r} and keeps its architecture (dropout included); {setting} applies "
+                    "to a model trained from scratch",
+                )
         if "path" in spec and "corpus" in spec:
             raise refused(key, "gives both corpus (a world corpus to train on) and path (a model of yours); give one")
         if "path" not in spec and "corpus" not in spec:
