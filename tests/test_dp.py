@@ -762,12 +762,56 @@ def test_token_canaries_join_the_vocabulary_and_the_text_once(tok_dir, tmp_path)
         draw_token_canaries("x {secret}", 5, 0, seed=1)
 
 
-def test_token_canaries_trained_on_score_above_the_others(tok_dir, tmp_path):
+def test_token_canaries_in_copies_score_each_copy_masked_in_turn(tok_dir):
+    """With copies, a canary's score is the sum over its copies of its tokens' log-probabilities
+    with that copy masked and the others visible: computed here one canary and one copy at a time
+    from the model's logits, against token_scores' batches (a batch of 4 splits canaries' copies)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    canaries = draw_token_canaries("Patient MRN is {secret} .", 6, 2, seed=1, repeat=3)
+    assert canaries["text"].iloc[4] == "Patient MRN is " + " ".join(["canarytok4x0 canarytok4x1"] * 3) + " ."
+    assert canaries["tokens"].iloc[4] == "canarytok4x0 canarytok4x1"
+    tokenizer = canary_tokenizer(AutoTokenizer.from_pretrained(str(tok_dir)), canaries)
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=32)).eval()  # fmt: skip
+    expected = []
+    for text, tokens in zip(canaries["text"], canaries["tokens"]):
+        ids = tokenizer(text, return_tensors="pt")["input_ids"][0]
+        new = tokenizer.convert_tokens_to_ids(tokens.split())
+        at = [i for i, t in enumerate(ids.tolist()) if t in new]
+        assert len(at) == 6
+        total = 0.0
+        for copy in (at[0:2], at[2:4], at[4:6]):
+            masked = ids.clone()
+            masked[copy] = tokenizer.mask_token_id
+            with torch.no_grad():
+                logp = torch.log_softmax(model(input_ids=masked[None]).logits[0], dim=-1)
+            total += sum(float(logp[i, ids[i]]) for i in copy)
+        expected.append(total)
+    got = token_scores(model, tokenizer, canaries, batch_size=4)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    # one copy: every canary token masked at once, one pass
+    single = draw_token_canaries("Patient MRN is {secret} .", 6, 2, seed=1)
+    ids = tokenizer(single["text"].iloc[0], return_tensors="pt")["input_ids"][0]
+    masked = ids.masked_fill(torch.isin(ids, torch.tensor(tokenizer.convert_tokens_to_ids(["canarytok0x0", "canarytok0x1"]))),
+                             tokenizer.mask_token_id)  # fmt: skip
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=masked[None]).logits[0], dim=-1)
+    hand = sum(float(logp[i, ids[i]]) for i in range(len(ids)) if masked[i] == tokenizer.mask_token_id)
+    assert token_scores(model, tokenizer, single)[0] == pytest.approx(hand, rel=1e-5)
+    with pytest.raises(UserError, match="at least 1 copy"):
+        draw_token_canaries("x {secret}", 5, 1, seed=1, repeat=0)
+
+
+@pytest.mark.parametrize("repeat", [1, 3])
+def test_token_canaries_trained_on_score_above_the_others(tok_dir, tmp_path, repeat):
     """A model trained (without DP) on text holding the included canaries gives their tokens a
     higher log-probability than the excluded canaries' tokens, which it never saw."""
     from transformers import AutoTokenizer, BertForMaskedLM
 
-    canaries = draw_token_canaries("Patient MRN is {secret} .", 20, 1, seed=2)
+    canaries = draw_token_canaries("Patient MRN is {secret} .", 20, 1, seed=2, repeat=repeat)
     canary_tokenizer(AutoTokenizer.from_pretrained(str(tok_dir)), canaries).save_pretrained(tmp_path / "tok")
     lines = with_included_canaries(pd.DataFrame({"sample_id": range(60), "group_id": 0, "text": TEXTS}), canaries)
     train_mlm(lines["text"].tolist() * 3, tmp_path / "tok", tmp_path / "m", config={**TINY, "epochs": 20},
