@@ -396,7 +396,8 @@ PLAN = {
     "leaky": {"experiment": "e_leaky", "attacks": {"loss": None, "likelihood_ratio": None},
               "masked_column": "target_energy", "normalized_column": "target_normalized_energy"},
     "private": {"experiment": "e_private", "attacks": {"loss": None, "likelihood_ratio": None},
-                "masked_column": "target_energy", "normalized_column": "target_normalized_energy"},
+                "masked_column": "target_energy", "normalized_column": "target_normalized_energy",
+                "reference_column": "reference_energy"},
 }  # fmt: skip
 SETTINGS = {
     "confidence": 0.95,
@@ -444,7 +445,15 @@ def test_lower_bound_table_on_a_synthetic_case():
     assert (
         row.loc["private", "mlm_loss_ci_low"] < row.loc["private", "mlm_loss"] < row.loc["private", "mlm_loss_ci_high"]
     )
+    # the gain over the reference: its mean masked energy on the same non-members less the target's,
+    # the interval from the same replicates for both (paired)
+    assert row.loc["private", "reference_mlm_loss"] == pytest.approx(part["reference_energy"].mean())
+    gain = part["reference_energy"].mean() - part["target_energy"].mean()
+    assert row.loc["private", "mlm_loss_gain"] == pytest.approx(gain)
+    assert row.loc["private", "mlm_loss_gain_ci_low"] < gain < row.loc["private", "mlm_loss_gain_ci_high"]
+    assert math.isnan(row.loc["leaky", "mlm_loss_gain"])  # its plan names no reference column
     markdown = bounds_markdown(summary, 0.01, 0.95)
+    assert f"| {gain:.3f} [" in markdown and f"(of {part['reference_energy'].mean():.3f}) |" in markdown
     assert "| leaky | no DP | none | n.a. | n.a. | n.a. |" in markdown
     assert "| private | 8.00 (0.001) | none | 32.00 (0.5) |" in markdown
 
@@ -838,6 +847,7 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
     plan = audit_plan(ci)
     assert list(plan) == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"]
     assert plan["dp_eps1"]["experiment"] == "dp_eps1_long_mimic" and "min_k" in plan["dp_eps1"]["attacks"]
+    assert plan["dp_eps8"]["reference_column"] == "reference_energy"  # the public model's masked energy
     # every DP model is audited, trained with the gradient canaries and the canaries' tokenizer; its
     # check job's mark is what `snakemake dp` asks for; the other models train as before
     assert ci.dp_targets() == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"] == ci.one_run_targets()

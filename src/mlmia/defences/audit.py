@@ -127,11 +127,16 @@ def utility(
     seed: int = 0,
     bootstrap: int = 0,
     where: str = "DP audit",
+    reference_column: str | None = None,
 ) -> dict:
     """The held-out masked-LM loss (mean masked energy) and the pseudo-perplexity (exp of the
     token-weighted mean normalized energy) over the non-member rows of an attack table, each with
-    its patient-bootstrap 95% interval (NaN without replicates)."""
-    for column in (masked_column, normalized_column, "n_tokens"):
+    its patient-bootstrap 95% interval (NaN without replicates). With `reference_column` (the
+    experiment's reference's masked energy; for the DP targets the public model they start from):
+    the reference's loss on the same rows (`reference_mlm_loss`) and the gain, the reference's loss
+    less the target's (`mlm_loss_gain`, positive where the target predicts the held-out notes
+    better), its interval paired (both from the same replicates)."""
+    for column in (masked_column, normalized_column, "n_tokens", *([reference_column] if reference_column else [])):
         if column not in table.columns:
             raise UserError(f"{where}: the attack table lacks column {column!r} (the utility needs it)")
     part = table[table["role"].astype(str) == "nonmember"].reset_index(drop=True)
@@ -140,16 +145,23 @@ def utility(
     loss = part[masked_column].to_numpy(dtype=float)
     energy = part[normalized_column].to_numpy(dtype=float)
     tokens = part["n_tokens"].to_numpy(dtype=float)
+    public = part[reference_column].to_numpy(dtype=float) if reference_column else np.full(len(part), math.nan)
     if not (np.all(np.isfinite(loss)) and np.all(np.isfinite(energy)) and np.all(tokens > 0)):
         raise UserError(f"{where}: a non-member's energy is not finite or its token count not positive")
+    if reference_column and not np.all(np.isfinite(public)):
+        raise UserError(f"{where}: a non-member's reference energy is not finite")
 
-    def values(rows: np.ndarray) -> tuple[float, float]:
-        return float(loss[rows].mean()), float(math.exp(np.sum(tokens[rows] * energy[rows]) / np.sum(tokens[rows])))
+    def values(rows: np.ndarray) -> tuple[float, float, float, float]:
+        return (float(loss[rows].mean()), float(math.exp(np.sum(tokens[rows] * energy[rows]) / np.sum(tokens[rows]))),
+                float(public[rows].mean()), float(public[rows].mean() - loss[rows].mean()))  # fmt: skip
 
     point = values(np.arange(len(part)))
     replicates = [values(rows) for rows in _resampled(part, universe, seed, bootstrap) if len(rows)]
     out = {"nonmember_samples": len(part), "nonmember_tokens": int(tokens.sum())}
-    for i, key in enumerate(("mlm_loss", "pseudo_perplexity")):
+    for i, key in enumerate(("mlm_loss", "pseudo_perplexity", "reference_mlm_loss", "mlm_loss_gain")):
+        if i >= 2 and not reference_column:
+            out |= {key: math.nan, f"{key}_ci_low": math.nan, f"{key}_ci_high": math.nan}
+            continue
         low, high = percentile_interval([r[i] for r in replicates]) if replicates else (math.nan, math.nan)
         out |= {key: point[i], f"{key}_ci_low": low, f"{key}_ci_high": high}
     return out
@@ -359,7 +371,8 @@ def attack_audit(
                "members": int(found["members"].iloc[0]), "nonmembers": int(found["nonmembers"].iloc[0]),
                **strongest(metrics, list(item["attacks"]), settings["fpr"]),
                **utility(table, item["masked_column"], item["normalized_column"], universe,
-                         settings["bootstrap_seed"], settings["bootstrap"], where)}  # fmt: skip
+                         settings["bootstrap_seed"], settings["bootstrap"], where,
+                         item.get("reference_column"))}  # fmt: skip
     return summary, found
 
 

@@ -62,6 +62,12 @@ def _interval(row: pd.Series, key: str, digits: int = 3, scale: float = 1.0) -> 
     return text if math.isnan(low) else f"{text} [{_format(low, digits)}, {_format(high, digits)}]"
 
 
+def _gain(row: pd.Series) -> str:
+    if "mlm_loss_gain" not in row or math.isnan(row["mlm_loss_gain"]):
+        return "n.a."
+    return f"{_interval(row, 'mlm_loss_gain')} (of {_format(row['reference_mlm_loss'], 3)})"
+
+
 def _ratio(bound: float, epsilon: float) -> float:
     return bound / epsilon if math.isfinite(epsilon) and epsilon > 0 else NAN
 
@@ -154,9 +160,10 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
             body[-1].insert(header.index("runs"), _runs(row["whitebox_runs"]))
     attacked = table[table["auc"].notna()] if "auc" in table.columns else table.iloc[:0]
     second = ["target", "accountant ε (δ)", "strongest attack", "AUC", f"TPR@{fpr:g}FPR (%)", "MLM loss",
-              "pseudo-perplexity"]  # fmt: skip
+              "gain over the reference", "pseudo-perplexity"]  # fmt: skip
     rows = [[row["target"], _accountant(row), row["strongest_attack"], _interval(row, "auc"), _interval(row, "tpr", 1),
-             _interval(row, "mlm_loss"), _interval(row, "pseudo_perplexity", 2)] for _, row in attacked.iterrows()]  # fmt: skip
+             _interval(row, "mlm_loss"), _gain(row), _interval(row, "pseudo_perplexity", 2)]
+            for _, row in attacked.iterrows()]  # fmt: skip
     notes = [
         "",
         "Accountant ε: the privacy accountant's epsilon (Opacus, Rényi DP) for what the training claims (σ, the "
@@ -201,7 +208,10 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         "",
         "Strongest attack: the attack with the highest AUC on that target; AUC and TPR (in %) are its, with the "
         "patient-bootstrap 95% interval in brackets (n.r.: FPR below 1 / non-members, not resolvable). MLM loss: mean "
-        "masked energy of the non-member samples (held-out masked-LM loss, nats); pseudo-perplexity: exp of the "
+        "masked energy of the non-member samples (held-out masked-LM loss, nats); gain over the reference: the "
+        "experiment's reference's MLM loss on the same samples (in brackets after 'of'; for the DP targets the public "
+        "model they start from) less the target's, positive where the target predicts the held-out notes better, its "
+        "interval paired (n.a.: no attack reads the reference's masked energy); pseudo-perplexity: exp of the "
         "token-weighted mean normalized energy of the same samples; 95% patient-bootstrap intervals.",
     ]
     return "\n".join([markdown_table(header, body), *notes]) + "\n"

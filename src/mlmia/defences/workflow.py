@@ -16,7 +16,9 @@ from mlmia.vocabulary.spec import DP_GROUP
 
 def audit_plan(study) -> dict[str, dict]:
     """{target: {"experiment", "dataset", "model_dir", "attacks": {name: parameters},
-    "masked_column", "normalized_column"}} in the order of the dp group's table columns."""
+    "masked_column", "normalized_column", "reference_column"}} in the order of the dp group's table
+    columns; reference_column: the reference's masked energy where an attack reads it (the utility's
+    paired comparison with the public model), else None."""
     plan: dict[str, dict] = {}
     for table in study.tables:
         if study.group(table) != DP_GROUP or study.kind(table) != "metrics":
@@ -41,6 +43,9 @@ def audit_plan(study) -> dict[str, dict]:
                         f"(add a row of an attack that does, e.g. likelihood_ratio_normalized)"
                     )
                 columns[f"{kind}_column"] = input_column("target", column)
+            masked = "energy" if experiment.energy == "masked" else "energy@masked"
+            reference = masked in study.attack_columns(name).get("reference", [])
+            columns["reference_column"] = input_column("reference", masked) if reference else None
             attacks = study.experiment_attacks(name)
             plan[experiment.target] = {
                 "experiment": name,
