@@ -101,12 +101,15 @@ class GradientCanaries:
         self._optim = optim
 
     def add_rows(self, data_units: int) -> int:
-        """Draw this step's canaries (each included one with probability q) and append their rows
-        to every parameter's per-sample gradients (`data_units` rows are there already, the step's
-        data units; none for an empty batch); with ghost clipping, which forms no rows, set the
-        auxiliary parameter's gradient to the joining canaries' clipped sum instead (a canary's
-        row touches no data unit's coordinates, so its clipping is its own). Returns how many
-        canaries joined."""
+        """Draw this step's canaries (each included one with probability q) and give the DP
+        optimizer their clipped sum on the auxiliary parameter, before it clips and sums the
+        step's `data_units` data units (none for an empty batch) and adds the noise. A canary's
+        row touches no data unit's coordinates, so its clipping is its own: per-sample clipping
+        gets the auxiliary parameter's data rows (zeros) and, as the sum the optimizer adds their
+        clipped rows to (`summed_grad`), the canaries' rows clipped as it clips a row, in its
+        dtype (what it would compute from the canaries as rows of every parameter's per-sample
+        gradients, without copying those for every step); ghost clipping, which forms no rows,
+        gets the sum as the parameter's gradient. Returns how many canaries joined."""
         import torch
         from opacus.optimizers import DPOptimizerFastGradientClipping
 
@@ -125,15 +128,13 @@ class GradientCanaries:
             grad[torch.as_tensor(drawn, dtype=torch.long)] = unit * factor
             self.param.grad = grad
             return joined
-        for p in self._optim.params:
-            if p is self.param:
-                rows = torch.zeros((data_units + joined, p.numel()), dtype=p.dtype, device=p.device)
-                rows[data_units + torch.arange(joined), torch.as_tensor(drawn, dtype=torch.long)] = (
-                    self.settings["norm"] * self.clip
-                )
-                p.grad_sample = rows
-            elif joined:
-                p.grad_sample = torch.cat([p.grad_sample, p.grad_sample.new_zeros((joined, *p.shape))])
+        p = self.param
+        p.grad_sample = torch.zeros((data_units, p.numel()), dtype=p.dtype, device=p.device)
+        # Opacus' clip factor, max_grad_norm / (norm + 1e-6) at most 1, of a row whose norm is the unit
+        norms = torch.full((joined,), self.settings["norm"] * self.clip, dtype=p.dtype, device=p.device)
+        factor = (self._optim.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        p.summed_grad = torch.zeros_like(p)
+        p.summed_grad[torch.as_tensor(drawn, dtype=torch.long, device=p.device)] = factor * norms
         return joined
 
     def facts(self) -> dict:

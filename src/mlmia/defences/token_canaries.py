@@ -19,8 +19,8 @@ pushed up, one that never was only down. Why copies: the masked-LM objective mak
 label in about 12% of the steps its line joins (15% masked, 80% of those [MASK]), and under DP a
 canary's clipped gradient reaches its own embedding row only then; with 8 copies one of them is
 nearly always masked, so the line trains its row (from the visible copies) at about every step it
-joins. On the default world's ε = 8 target (docs/dp.md) one copy gave 21 of 40 guesses right,
-8 copies scored this way 36 of 40. The auditor guesses as in the
+joins. On the default world's ε = 8 recipe (bench/token_canary_design.py, docs/dp.md) one copy
+gave 24 of 40 guesses right (bound 0), 8 copies 34 of 40 (bound 0.92). The auditor guesses as in the
 white-box audit (`mlmia.defences.audit.one_run_canary_audit`). Canary ids appear in messages,
 never their text.
 """
