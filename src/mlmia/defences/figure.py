@@ -71,7 +71,8 @@ def privacy_utility_figure(table: pd.DataFrame, fpr: float, style: dict, outputs
             ax.text(0.5, 0.5, "not resolvable (too few non-members)", transform=ax.transAxes, ha="center")
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize="small", frameon=False)
+        # two columns: four targets' labels with their attacks' names overran the figure's width in one row
+        fig.legend(handles, labels, loc="lower center", ncol=min(2, len(labels)), fontsize="small", frameon=False)
     fig.suptitle("Privacy and utility of the DP-SGD targets (95% patient-bootstrap intervals)")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     save_figure(fig, outputs, style)

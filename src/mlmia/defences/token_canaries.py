@@ -17,10 +17,10 @@ masked in turn with the other copies visible, summed over its tokens and copies 
 all of them masked at once, one forward pass per canary): a token that was a training label is
 pushed up, one that never was only down. Why copies: the masked-LM objective makes a token a
 label in about 12% of the steps its line joins (15% masked, 80% of those [MASK]), and under DP a
-canary's clipped gradient reaches its own embedding row only then; with 8 copies one of them is
-nearly always masked, so the line trains its row (from the visible copies) at about every step it
-joins. On the default world's ε = 8 recipe (bench/token_canary_design.py, docs/dp.md) one copy
-gave 24 of 40 guesses right (bound 0), 8 copies 34 of 40 (bound 0.92). The auditor guesses as in the
+canary's clipped gradient reaches its own embedding row mostly then; with several copies one of
+them is nearly always masked, so the line trains its row (from the visible copies) at about every
+step it joins. On the default world's ε = 8 recipe (bench/token_canary_design.py, docs/dp.md) the
+score's AUC was 0.56 with one copy, 0.60-0.72 with 8 over three draws of the canaries. The auditor guesses as in the
 white-box audit (`mlmia.defences.audit.one_run_canary_audit`). Canary ids appear in messages,
 never their text.
 """
