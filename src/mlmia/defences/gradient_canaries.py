@@ -119,22 +119,19 @@ class GradientCanaries:
         joined = len(drawn)
         self.data_batches.append(int(data_units))
         self.canary_batches.append(joined)
-        if isinstance(self._optim, DPOptimizerFastGradientClipping):
-            # ghost clipping: no rows; each joining canary's row clipped as the optimizer clips a
-            # row (factor min(1, C' / (norm + 1e-6)), C' its clipping norm), summed
-            unit = self.settings["norm"] * self.clip
-            factor = min(1.0, float(self._optim.max_grad_norm) / (unit + 1e-6))
-            grad = torch.zeros_like(self.param)
-            grad[torch.as_tensor(drawn, dtype=torch.long)] = unit * factor
-            self.param.grad = grad
-            return joined
         p = self.param
-        p.grad_sample = torch.zeros((data_units, p.numel()), dtype=p.dtype, device=p.device)
-        # Opacus' clip factor, max_grad_norm / (norm + 1e-6) at most 1, of a row whose norm is the unit
+        # each joining canary's row (norm: the unit) clipped as the optimizer clips a row, Opacus'
+        # factor max_grad_norm / (norm + 1e-6) at most 1, in the parameter's dtype; summed
         norms = torch.full((joined,), self.settings["norm"] * self.clip, dtype=p.dtype, device=p.device)
-        factor = (self._optim.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-        p.summed_grad = torch.zeros_like(p)
-        p.summed_grad[torch.as_tensor(drawn, dtype=torch.long, device=p.device)] = factor * norms
+        clipped = torch.zeros_like(p)
+        clipped[torch.as_tensor(drawn, dtype=torch.long, device=p.device)] = (
+            self._optim.max_grad_norm / (norms + 1e-6)
+        ).clamp(max=1.0) * norms
+        if isinstance(self._optim, DPOptimizerFastGradientClipping):
+            p.grad = clipped  # ghost clipping forms no rows: the clipped sum is the gradient
+        else:
+            p.grad_sample = torch.zeros((data_units, p.numel()), dtype=p.dtype, device=p.device)
+            p.summed_grad = clipped  # the optimizer adds the data units' clipped rows (zeros here) to it
         return joined
 
     def facts(self) -> dict:

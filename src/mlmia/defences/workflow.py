@@ -43,9 +43,9 @@ def audit_plan(study) -> dict[str, dict]:
                         f"(add a row of an attack that does, e.g. likelihood_ratio_normalized)"
                     )
                 columns[f"{kind}_column"] = input_column("target", column)
-            masked = "energy" if experiment.energy == "masked" else "energy@masked"
-            reference = masked in study.attack_columns(name).get("reference", [])
-            columns["reference_column"] = input_column("reference", masked) if reference else None
+                if kind == "masked":
+                    reference = column in study.attack_columns(name).get("reference", [])
+                    columns["reference_column"] = input_column("reference", column) if reference else None
             attacks = study.experiment_attacks(name)
             plan[experiment.target] = {
                 "experiment": name,
