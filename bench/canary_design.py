@@ -26,7 +26,7 @@ canaries, each run's inclusion bits independent: k trainings; the guess share di
 the guesses stay as many), for what k buys; `--score alignment` scores with the summed alignment.
 
     .venv/bin/python bench/canary_design.py --claim 8 --claim 4 --claim 1 --counts 8000 \
-        --shares 0.03 --runs 1 2 4 --reps 10 --out /tmp/gauss.md
+        --shares 0.03 --runs 1 2 4 --reps 10 --out results/gauss.md
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The paper-scores slice through Snakemake, in a temporary copy of the workflow."""
 
+import os
 import shutil
 
 import numpy as np
@@ -13,7 +14,10 @@ from workflow_helpers import REPO, copy_workflow, edit_yaml, paper_scores_root, 
 @pytest.fixture(scope="module")
 def slice_run(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("paper_scores"))
-    config = write_config(workdir, "paper_scores.yaml", imported__root=str(paper_scores_root()), metrics__bootstrap=20)
+    # the shipped config's own root (resources/paper_scores in the copy) unless the tests are told
+    # to read another folder
+    override = {"imported__root": str(paper_scores_root())} if os.environ.get("MLMIA_PAPER_SCORES") else {}
+    config = write_config(workdir, "paper_scores.yaml", metrics__bootstrap=20, **override)
     run_snakemake(workdir, "--configfile", str(config))
     return workdir
 

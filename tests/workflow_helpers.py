@@ -12,17 +12,15 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "workflow", "config", "envs", "profiles", "report")
+WORKFLOW_PARTS = ("Snakefile", "rules", "workflow", "config", "envs", "profiles", "report", "resources")
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
 def paper_scores_root() -> Path:
-    """The authors' published scores: $MLMIA_PAPER_SCORES, else shared/paper-scores beside the clone."""
-    root = Path(os.environ.get("MLMIA_PAPER_SCORES") or REPO / ".." / "shared" / "paper-scores").resolve()
-    assert root.is_dir(), (
-        f"the authors' published scores are expected at {root}: put shared/ beside the clone "
-        "or set MLMIA_PAPER_SCORES to the paper-scores folder"
-    )
+    """The authors' published scores: the folder $MLMIA_PAPER_SCORES names, else the copy the
+    repository carries (resources/paper_scores)."""
+    root = Path(os.environ.get("MLMIA_PAPER_SCORES") or REPO / "resources" / "paper_scores").resolve()
+    assert root.is_dir(), f"the authors' published scores are expected at {root} (MLMIA_PAPER_SCORES)"
     return root
 
 
