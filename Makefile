@@ -1,8 +1,11 @@
 # Two commands do all the set-up:  make run  (the main job)  and  make test.
-# TORCH picks the torch build installed before the rest. The default is the CPU build
-# (torch==2.13.0, which lies on disk here); on a GPU machine pass the CUDA build you want,
-# e.g. `make run TORCH="torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124"`,
-# or install torch into .venv yourself first: an installed torch is kept.
+# TORCH is the torch requirement installed before the rest (an installed torch is kept). The
+# default, torch==2.13.0, is whatever build the package index serves for this platform: from the
+# public index (PyPI) on Linux x86_64 that is a CUDA build (several GB; it runs on the CPU too),
+# on macOS and Linux aarch64 a CPU build. One command each (README.md, "Set-up"):
+#   CPU only:  make install TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+#   CUDA 12.8: make install TORCH="torch==2.9.1 --index-url https://download.pytorch.org/whl/cu128"
+# `make install` ends by printing the build it holds.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -18,6 +21,7 @@ SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SHOW_TORCH = $(BIN)/python -c "import torch; cuda = torch.version.cuda; print('torch', torch.__version__, '(CUDA ' + cuda + ' build)' if cuda else '(CPU build)', '- GPU seen' if torch.cuda.is_available() else '- no GPU seen')"
 
 .PHONY: run test test-default test-fast bench gpu-check install lint format config-docs clean
 
@@ -28,9 +32,11 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e ".[dev,slurm]"
+	@$(SHOW_TORCH)
 	touch $(STAMP)
 
 install: $(STAMP)
+	@$(SHOW_TORCH)
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
