@@ -126,7 +126,7 @@ def markdown(r: dict) -> str:
     lines += ["", "## (h) BERT-base-shaped scoring on the CPU", ""]
     lines += cpu_markdown(r["bert_base_cpu"]) if r.get("bert_base_cpu") else ["Not measured in this run."]
     met = [[t, v, "yes" if ok else "no"] for t, v, ok in targets(r)]
-    lines += ["", "## Targets (issue 14)", "", markdown_table(["target", "measured", "met"], met)]
+    lines += ["", "## Targets", "", markdown_table(["target", "measured", "met"], met)]
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,7 @@ from mlmia.defences.audit import audit_target, gaussian_audit
 from mlmia.defences.gradient_canaries import canary_scores, simulated_record
 from mlmia.metrics.gaussian_audit import gaussian_one_run, gdp_delta, gdp_epsilon, mu_lower_limit
 
-# the default targets' claim: sigma for eps 8 at q = 1/7, T = 35, delta = 1 / 6446 (docs/dp.md)
+# the default targets' claim: sigma for eps 8 at q = 1/7, T = 35, delta = 1 / 6446 (an earlier recipe's, docs/dp_canary_design.md)
 SIGMA, Q, STEPS, DELTA = 0.845, 1 / 7, 35, 1 / 6446
 SETTINGS = {"confidence": 0.95, "check_level": 1e-6, "gradient_canaries": {"guess_share": 0.2,
             "score": "likelihood_ratio"}}  # fmt: skip

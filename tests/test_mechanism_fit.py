@@ -20,7 +20,7 @@ from mlmia.defences.gradient_canaries import simulated_record
 from mlmia.defences.mechanism_fit import fit_mechanism
 
 BETA = 0.05 / 3  # the white-box family's share of 1 - 0.95
-#: the default DP targets' claim (docs/dp.md): q = 1/7, 35 steps, delta = 1 / 6,446 lines
+#: the default DP targets' claim (an earlier recipe's, docs/dp_canary_design.md): q = 1/7, 35 steps, delta = 1 / 6,446 lines
 DEFAULT = {"rate": 1 / 7, "steps": 35, "delta": 1 / 6446}
 #: the CI world's: 411 lines, q = 1/13, 26 steps
 CI = {"rate": 1 / 13, "steps": 26, "delta": 1 / 411}
