@@ -68,3 +68,25 @@ def test_headline_orderings_by_hand(headline_run, findings):
             )
         )
         assert first > second, (row.finding, row.scope, first, second)
+
+
+def test_the_readme_lists_exactly_the_headline_group():
+    """README.md's list of what `snakemake headline` checks is the `headline` group of
+    config/tables.yaml, claim for claim, in order: the README promises no check that is not run."""
+    import yaml
+    from workflow_helpers import REPO
+
+    claims = [
+        f["claim"]
+        for f in yaml.safe_load((REPO / "config/tables.yaml").read_text())["findings"]
+        if f.get("group") == "headline"
+    ]
+    readme = (REPO / "README.md").read_text()
+    after = readme[readme.index("`snakemake headline`") :]
+    listed = []
+    for line in after.splitlines()[1:]:
+        if line.startswith("- "):
+            listed.append(line[2:].strip())
+        elif listed:
+            break
+    assert listed == claims
