@@ -286,7 +286,8 @@ def test_duplicate_ids_within_one_file(tmp_path):
     [
         (
             {"colums": {}},
-            f"{KEY}: unknown key(s) colums (known: format, header, columns, files, role_names, group_ids, root, tokenizer, shards)",
+            f"{KEY}: unknown key(s) colums (known: format, header, columns, files, role_names, group_ids, rows, root, tokenizer, "
+            "shards)",
         ),
         ({"columns": {"text": "t"}}, f"{KEY}.columns.group: missing (a column name or a 0-based position)"),
         (
@@ -302,6 +303,12 @@ def test_duplicate_ids_within_one_file(tmp_path):
         (
             {"files": [{"path": "a.csv", "role": "member", "source": "x", "length": "medium"}]},
             f"{KEY}.files[0].length: must be one of short, long or null, got 'medium'",
+        ),
+        ({"rows": "sentences"}, f"{KEY}.rows: must be one of samples, notes, got 'sentences'"),
+        (
+            {"rows": "notes", "files": [{"path": "a.csv", "role": "member", "source": "x", "length": "long"}]},
+            f"{KEY}.files[0].length: a file of whole notes ({KEY}.rows: notes) has sentences of every length: leave it "
+            "out (the scoring tokenizer counts each sentence)",
         ),
         (
             {"role_names": {"train": "members"}},
@@ -428,3 +435,51 @@ def test_requirements_are_checked_before_scoring():
     )
     with pytest.raises(UserError, match="needs population samples"):
         check_requirements(manifest, [{"experiment": "e", "role": "population", "source": "a", "length": None}], KEY)
+
+
+def test_whole_notes_are_cut_into_sentence_samples_of_their_patient(tmp_path, caplog):
+    """`rows: notes`: each row a whole note; by hand, the splitter's rules (a header is a piece of
+    its own, a list item starts a sentence, a sentence ends at '. ' before a capital, not after
+    'Dr.'), each sentence a sample of the note's patient, role and source, id '<note id>#<i>'."""
+    notes = pd.DataFrame(
+        {
+            "patient": ["p1", "p2", "p3"],
+            "note": ["n1", "n2", "n3"],
+            "body": [
+                "HISTORY OF PRESENT ILLNESS:\nSeen by Dr. Smith today. Pain resolved.",
+                "Medications:\n1. aspirin 81 mg daily\n2. metoprolol 25 mg",
+                "ok.",  # fewer than three word characters: no sentence
+            ],
+            "split": ["train", "test", "test"],
+        }
+    )
+    notes.to_csv(tmp_path / "notes.csv", index=False)
+    spec = {
+        "rows": "notes",
+        "columns": {"text": "body", "group": "patient", "role": "split", "id": "note"},
+        "role_names": {"train": "member", "test": "nonmember"},
+        "files": [{"path": "notes.csv", "source": "clinic"}],
+    }
+    with caplog.at_level(logging.INFO):
+        manifest = read_dataset(spec, tmp_path, KEY)
+    assert manifest_rows(manifest) == [
+        ("n1#0", "p1", "HISTORY OF PRESENT ILLNESS:", "member", "clinic", None),
+        ("n1#1", "p1", "Seen by Dr. Smith today.", "member", "clinic", None),
+        ("n1#2", "p1", "Pain resolved.", "member", "clinic", None),
+        ("n2#0", "p2", "Medications:", "nonmember", "clinic", None),
+        ("n2#1", "p2", "aspirin 81 mg daily", "nonmember", "clinic", None),
+        ("n2#2", "p2", "metoprolol 25 mg", "nonmember", "clinic", None),
+    ]
+    assert "3 notes cut into 6 sentence samples (1 notes gave none" in caplog.text
+    assert "Smith" not in caplog.text  # counts only: a note's text is never logged
+    # the same file read as samples: one sample a row, as before
+    as_samples = read_dataset({**spec, "rows": "samples"}, tmp_path, KEY)
+    assert list(as_samples["sample_id"]) == ["n1", "n2", "n3"]
+
+
+def test_a_duplicate_note_id_names_the_file_row(tmp_path):
+    (tmp_path / "notes.csv").write_text("g,id,t\np1,n1,First one. Second one.\np2,n1,Other note here.\n")
+    spec = {**simple_spec(), "rows": "notes", "columns": {"text": "t", "group": "g", "id": "id"}}
+    assert "row 2: sample id" in error(
+        {**spec, "files": [{"path": "notes.csv", "role": "member", "source": "x"}]}, tmp_path
+    )

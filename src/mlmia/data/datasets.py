@@ -49,6 +49,7 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import as_text, describe_columns, read_jsonl
 from mlmia.core.logs import get_logger
+from mlmia.data.raw import split_sentences
 from mlmia.models.tokenizer import content_tokens
 from mlmia.vocabulary.manifest import (
     LENGTHS,
@@ -69,9 +70,11 @@ DATASET_COLUMNS = [c for c in MANIFEST_COLUMNS if c != "n_tokens"]
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")
-SPEC_KEYS = ("format", "header", "columns", "files", "role_names", "group_ids")
+SPEC_KEYS = ("format", "header", "columns", "files", "role_names", "group_ids", "rows")
 #: `group_ids`: a patient as the group column gives it, or namespaced by its source (`mimic:110`)
 GROUP_IDS = ("as_given", "by_source")
+#: what a row of the files is: one sample, or a whole note cut into sentence samples
+ROWS = ("samples", "notes")
 #: keys of a dataset's config section that its caller reads (accepted and ignored here,
 #: except `root`, the default for the `root` argument)
 CALLER_KEYS = ("root", "tokenizer", "shards")
@@ -104,6 +107,9 @@ def _check_spec(spec, key: str) -> None:
         raise UserError(f"{key}.format: unknown format {fmt!r} (use one of auto, {', '.join(FORMATS)})")
     if spec.get("group_ids", DEFAULTS["group_ids"]) not in GROUP_IDS:
         raise UserError(f"{key}.group_ids: must be one of {', '.join(GROUP_IDS)}, got {spec['group_ids']!r}")
+    rows = spec.get("rows", DEFAULTS["rows"])
+    if rows not in ROWS:
+        raise UserError(f"{key}.rows: must be one of {', '.join(ROWS)}, got {rows!r}")
     if not isinstance(spec.get("header", DEFAULTS["header"]), bool):
         raise UserError(f"{key}.header: must be true or false, got {spec['header']!r}")
     columns = spec.get("columns")
@@ -144,6 +150,11 @@ def _check_spec(spec, key: str) -> None:
             )
         if entry.get("length") is not None and entry["length"] not in LENGTHS:
             raise UserError(f"{where}.length: must be one of {', '.join(LENGTHS)} or null, got {entry['length']!r}")
+        if entry.get("length") is not None and rows == "notes":
+            raise UserError(
+                f"{where}.length: a file of whole notes ({key}.rows: notes) has sentences of every length: leave it "
+                "out (the scoring tokenizer counts each sentence)"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,6 +348,27 @@ def _read_one(entry: dict, i: int, spec: dict, path: Path, key: str) -> tuple[Pa
     return path, out
 
 
+def notes_to_sentences(notes: pd.DataFrame, path: Path | str = "notes") -> pd.DataFrame:
+    """Cut each row of `notes` (a whole note: the columns of `_read_one`'s output) into sentence
+    samples with the library's splitter (`mlmia.data.raw.split_sentences`, the one the paper's raw
+    importers use), each keeping its note's patient, role and source; sample id `<note id>#<i>`,
+    i the sentence's 0-based place in the note. A note with no sentence of three word characters
+    gives none; how many did is logged (by count: the notes' text is never printed)."""
+    rows = []
+    empty = 0
+    for note in notes.itertuples(index=False):
+        sentences = split_sentences(note.text)
+        empty += not sentences
+        rows += [
+            (f"{note.sample_id}#{i}", note.group_id, s, note.role, note.source, None) for i, s in enumerate(sentences)
+        ]
+    log.info(
+        "%s: %d notes cut into %d sentence samples (%d notes gave none of three word characters)",
+        path, len(notes), len(rows), empty,
+    )  # fmt: skip
+    return pd.DataFrame(rows, columns=notes.columns, dtype=object)
+
+
 # --------------------------------------------------------------------------------------------
 # entry points
 
@@ -362,6 +394,8 @@ def read_dataset(spec: dict, root: str | Path | None = None, key: str = "dataset
                     f"(sample ids must be unique across the files of {key})"
                 )
             seen[sample_id] = (path, row)
+        if spec.get("rows", DEFAULTS["rows"]) == "notes":  # ids checked on the notes, whose rows the user sees
+            part = notes_to_sentences(part, path)
         if part.empty:
             raise UserError(f"{path}: no rows ({key}.files[{i}]): give it samples or leave it out of the list")
         else:
