@@ -258,3 +258,53 @@ def test_an_audit_card_per_target_of_your_own_audit(audit_run):
         and "Canary exposure\n\nNot run: the canary study runs on the embedded world only" in target
     )
     assert not any(MARKER in p.read_text() for p in cards.iterdir())
+
+
+def guide_config() -> dict:
+    """The config of docs/audit_your_model.md, as printed (its first YAML block)."""
+    from workflow_helpers import REPO
+
+    page = (REPO / "docs" / "audit_your_model.md").read_text()
+    block = page.split("## The config", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    return yaml.safe_load(block)
+
+
+def test_the_guide_runs_from_notes_to_a_card(audit_run):
+    """docs/audit_your_model.md's worked example as printed, on whole notes built from the planted
+    records (a note holds a patient's four records, so its sentences are the texts the target was
+    trained on) and a PHI table of one long word per patient: the card weighs the paper's attack,
+    the zoo's that fit and the blind baseline, opens with its reading, and holds no text or value."""
+    import shutil
+
+    samples = pd.read_parquet(audit_run / "results/planted/samples/notes.parquet")
+    notes = audit_run / "notes"
+    notes.mkdir()
+    phi, texts = [], []
+    for role, file in (("member", "members"), ("nonmember", "nonmembers"), ("population", "population")):
+        part = samples[samples.role.isin(["member", "member_heldin"] if role == "member" else [role])]
+        rows = []
+        for patient, records in part.groupby("group_id", sort=True).text:
+            rows.append({"patient": patient, "note_id": f"{file}-{patient}", "text": " ".join(records)})
+            texts += list(records)
+            long_words = sorted({w for w in " ".join(records).split() if len(w) >= 9 and w.isalpha()})
+            if role != "population" and long_words:
+                phi.append({"group_id": patient, "kind": "word", "value": long_words[0]})
+        pd.DataFrame(rows).to_csv(notes / f"{file}.csv", index=False)
+    pd.DataFrame(phi).to_csv(notes / "phi.csv", index=False)
+    for name, trained in (("my_model", "target"), ("my_reference", "reference")):
+        shutil.copytree(audit_run / "models" / trained, audit_run / "models" / name)
+    config = guide_config()
+    (audit_run / "my_audit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    run_snakemake(audit_run, "audit", "audit_cards", "--configfile", "my_audit.yaml")
+
+    cut = pd.read_parquet(audit_run / "results/my_audit/samples/notes.parquet")
+    # every record came back as one sentence sample of its patient, id <note id>#<place>
+    assert sorted(cut.text) == sorted(texts) and cut.sample_id.str.fullmatch(r"[a-z]+-[uhp]\d+#[0-3]").all()
+    card = (audit_run / "results/my_audit/cards/my_model.md").read_text()
+    numbers = (audit_run / "results/my_audit/cards/my_model.json").read_text()
+    weighed = json.loads(numbers)["membership"]["levels"]["sample"]["attacks"]
+    assert {"loss", "likelihood_ratio", "zlib", "min_k", "min_k_plus_plus", "blind"} <= set(weighed)
+    assert card.index("How to read this card") < card.index("## Membership inference")
+    assert len(phi) > 40 and len(texts) == 400
+    for value in [MARKER, *(row["value"] for row in phi), *texts]:
+        assert value not in card and value not in numbers
