@@ -35,6 +35,11 @@ COMPARED = ("member", "nonmember")
 SELECTION, REPORT = "selection", "report"
 
 
+def attack_label(name: str) -> str:
+    """How a card names an attack: its label and its registry name."""
+    return f"{get_attack(name).label} (`{name}`)"
+
+
 def patient_halves(frame: pd.DataFrame, seed: int) -> dict[str, str]:
     """Each patient's half (`SELECTION` or `REPORT`): within each (role, source), the patients ordered by
     a hash of (seed, id), the first half (rounded down) to the selection."""

@@ -116,7 +116,7 @@ def _sections(study, model: str) -> dict[str, dict]:
         out["canaries"] = {"run": False, "why": f"the canary target takes the shape of canaries.shape ({shape})"}
     else:
         canaries = config["canaries"]
-        out["canaries"] = {"run": True, "digits": canaries["digits"], "epochs": max(canaries["epochs"]),
+        out["canaries"] = {"run": True, "shape": shape, "digits": canaries["digits"], "epochs": max(canaries["epochs"]),
                            "repetitions": sorted(set(canaries["repetitions"])), "reference": canaries["reference"]}  # fmt: skip
     dp = study.models[model].get("dp")
     if dp is None:
@@ -149,6 +149,21 @@ def _card_inputs(study, model: str, experiment: str, sections: dict) -> dict[str
     if sections["vocabulary"]["run"]:
         inputs["vocabulary"] = study.path("extraction", "vocabulary", f"{model}.csv")
     return inputs
+
+
+def _threat(study, experiment) -> dict:
+    """The models the card's attacks read beside the audited one, for the card's threat model
+    (`mlmia.report.card_reading.access`): the experiment's reference, the reference pool, the
+    neighbours' proposer."""
+    reference = experiment.reference
+    pool, neighbours = study.config.get("references"), study.config.get("neighbours") or {}
+    return {
+        "reference": {"name": reference, "origin": _origin(study, reference) if reference in study.models else None},
+        "references": {"count": pool["count"], "online": pool.get("online", True)}
+        if experiment.references and pool else None,
+        "neighbours": {"count": neighbours.get("count"), "model": neighbours.get("model")}
+        if experiment.neighbours else None,
+    }  # fmt: skip
 
 
 def card_settings(study, model: str) -> dict:
@@ -185,6 +200,7 @@ def card_settings(study, model: str) -> dict:
         "bootstrap": study.metrics["bootstrap"],
         "bootstrap_seed": study.metrics["seed"],
         "sections": _sections(study, model),
+        "threat": _threat(study, experiment),
     }
 
 
@@ -211,7 +227,9 @@ def cards_plan(study) -> Plan:
             "Audit cards (docs/audit_cards.md): one page per audited model. Membership inference: the paper's "
             "likelihood ratio and the strongest attack of the model's experiment, chosen on one half of the patients "
             "and reported on the other, at the sample and the patient level (AUC, TPR at low FPR with "
-            "patient-bootstrap intervals, or not resolvable); PHI extraction, canary exposure and the DP audit where "
+            "patient-bootstrap intervals, or not resolvable, and what would resolve it), each a lower bound on what "
+            "leaks; PHI extraction, canary exposure "
+            "(on a model of the audited one's shape) and the DP audit (whether it refuted the claimed epsilon) where "
             "the config runs them for the model; the vocabulary check; the provenance (config, code and input "
             "digests). Counts and rates only."
         ),
