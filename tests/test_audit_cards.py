@@ -2,8 +2,8 @@
 strongest attack chosen on one half of the patients and reported on the other; every section rendered
 from its study's files, "not run" where the config does not run it; how to read a card (the threat
 model, lower bounds, the scale) and what would resolve a number it cannot resolve, against hand
-computations; the DP verdict's wording; the cards of the CI run (with its PHI grep and the HTML
-report's section). The bring-your-own cards: tests/test_byo.py."""
+computations; the DP verdict's wording; the ROC figure; the cards of the CI run (with its PHI grep and
+the HTML report's section). The bring-your-own cards: tests/test_byo.py."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from mlmia.report.card_reading import resolve_lines, to_resolve
 from mlmia.report.cards import dp_verdict, write_card
 from mlmia.study.plans.cards import audited_models, card_experiment
 from mlmia.study.study import Study
+from mlmia.vocabulary.schema import defaults
 
 
 def study_of(name: str, **audit_cards) -> Study:
@@ -57,8 +58,11 @@ def test_the_audited_models_and_each_cards_experiment_and_sections_come_from_the
         "run": False, "why": "the extraction study reads back extraction.target (large)"}  # fmt: skip
     chosen = study_of("ci.yaml", models=["large"], experiments={"large": "large_short_mimic"})
     plan = chosen.plan("audit_cards")
-    assert plan.settings["models"] == ["large"] and plan.targets == [chosen.path("cards", f"large.{e}") for e in
-                                                                     ("md", "json")]  # fmt: skip
+    assert plan.settings["models"] == ["large"] and plan.targets == [chosen.path("cards", f"large{e}") for e in
+                                                                     (".md", ".json", "_roc.png")]  # fmt: skip
+    # the card and its ROC figure in the report's "Audit cards", under the study's one caption
+    assert {shown.labels["item"] for shown in plan.report.values()} == {"card", "ROC curves"}
+    assert {shown.category for shown in plan.report.values()} == {"Audit cards"}
     assert plan.settings["cards"]["large"]["experiment"]["name"] == "large_short_mimic"
     assert set(plan.files["inputs"]["large"]) == {"attack", "vocabulary"}
 
@@ -150,7 +154,8 @@ def card_settings(sections: dict) -> dict:
                            "population": "clinic", "length": None, "energy": "masked"},
             "other_experiments": [], "sections": sections,
             "threat": {"reference": {"name": "ref", "origin": "trained by the workflow on the corpus domain"},
-                       "references": None, "neighbours": None}}  # fmt: skip
+                       "references": None, "neighbours": None},
+            "style": {**defaults("figure_style"), "dpi": 40}}  # fmt: skip
 
 
 def study_files(folder) -> dict[str, str]:
@@ -196,7 +201,7 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
                           "reference": "ref"},
              "dp": {"run": True, "claimed": 8.0, "fpr": 0.01, "confidence": 0.95},
              "vocabulary": {"run": True, "kinds": None, "values": "extraction.phi"}}  # fmt: skip
-    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json"}
+    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json", "roc": tmp_path / "card_roc.png"}
     write_card(card_settings(every), files, outputs, "cfg123", "code456")
     text = outputs["card"].read_text()
     for heading in ("# Audit card: target", "## Membership inference", "## PHI extraction", "## Canary exposure",
@@ -243,6 +248,8 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
     # the canaries: on a model of this one's shape, not on this model
     assert "## Canary exposure\n\n**Measured on a canary target, not on this model:** a model the workflow trained " \
            "in this model's shape and settings (canaries.shape: `target`)" in text  # fmt: skip
+    # the ROC figure beside the card, linked by its name
+    assert "](card_roc.png)" in text and outputs["roc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (
         "| surname | 8 / 10 (80.0% [0.0, 100.0]) | 2 / 10 (20.0% [0.0, 100.0]) | +60.0 [30.0, 90.0], separated |"
         in text
@@ -322,7 +329,11 @@ def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
     run_snakemake(ci_run, "audit_cards", "results/ci/extraction/vocabulary/base.csv", *args)
     run_snakemake(ci_run, "audit_cards", "--report", "results/ci/cards.html", *args)
     run = ci_run / "results/ci"
-    assert sorted(p.name for p in (run / "cards").iterdir()) == ["dp_eps8.json", "dp_eps8.md", "large.json", "large.md"]
+    assert sorted(p.name for p in (run / "cards").iterdir()) == [
+        "dp_eps8.json", "dp_eps8.md", "dp_eps8_roc.png", "large.json", "large.md", "large_roc.png"]  # fmt: skip
+    for model in ("dp_eps8", "large"):  # each card links its ROC figure, which lies beside it
+        assert f"]({model}_roc.png)" in (run / f"cards/{model}.md").read_text()
+        assert (run / f"cards/{model}_roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     dp = (run / "cards/dp_eps8.md").read_text()
     assert "## Differential privacy\n\n- claimed ε (models.dp_eps8.dp.epsilon): 8" in dp
     assert "- verdict (confidence 0.95): the claimed ε = 8 was not refuted by these audits (largest lower bound" in dp
@@ -335,7 +346,7 @@ def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
     base = pd.read_csv(run / "extraction/vocabulary/base.csv")
     assert (vocabulary.whole.fillna(-1).to_numpy() == base.whole.fillna(-1).to_numpy()).all()
     report = (run / "cards.html").read_text()
-    assert "Audit cards" in report and "dp_eps8" in report
+    assert "Audit cards" in report and "dp_eps8" in report and "dp_eps8_roc.png" in report
     files = [
         *(run / "cards").glob("*"),
         *(run / "logs/audit_cards").glob("*"),

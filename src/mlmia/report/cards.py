@@ -3,13 +3,13 @@ data owner, a report over what the workflow measured.
 
 `write_card` reads the files the card's plan names (`mlmia.study.plans.cards`: which sections the
 config runs for the model, decided there, never by which files exist) and writes the card as
-Markdown and its numbers as JSON:
+Markdown, its numbers as JSON and its ROC curves as a PNG:
 
 - how to read the card (`mlmia.report.card_reading`): the threat model and each attack's access,
   that every number is a lower bound, the scale;
 - membership inference (`mlmia.report.card_attacks`): the paper's attack and the strongest attack of
-  the model's experiment, at the sample and the patient level, and what would resolve the numbers the
-  report half cannot;
+  the model's experiment, at the sample and the patient level, what would resolve the numbers the
+  report half cannot, and the ROC curves of the sample level (`mlmia.report.figures.plot_card_roc`);
 - PHI extraction (the extraction study's rates and paired differences, all kinds pooled);
 - canary exposure (the canary target's exposure per insertion count at its last epoch, and the
   canaries' membership test): a model of the audited one's shape, not the audited model;
@@ -33,11 +33,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mlmia.attacks.base import get_attack
 from mlmia.core.io import write_text
 from mlmia.core.provenance import file_digest
-from mlmia.report.card_attacks import REPORT, SELECTION, attack_label, membership
+from mlmia.report.card_attacks import REPORT, SELECTION, attack_label, membership_scores
 from mlmia.report.card_reading import reading_lines, resolve_lines, to_resolve
+from mlmia.report.figures import plot_card_roc
 from mlmia.report.markdown import markdown_table
+from mlmia.report.style import apply_style, save_figure
 from mlmia.report.vocabulary import is_separated, vocabulary_markdown
 
 SECTIONS = {"extraction": "PHI extraction", "canaries": "Canary exposure", "dp": "Differential privacy",
@@ -76,10 +79,10 @@ def _role(name: str, found: dict, settings: dict) -> str:
     return ", ".join(words) or "no model (baseline)"
 
 
-def membership_lines(result: dict, settings: dict) -> list[str]:
+def membership_lines(result: dict, settings: dict, roc_file: str | None = None) -> list[str]:
     """The membership section: which experiment, how the halves were drawn, then per level the
-    paper's attack, the strongest and the baselines on the report half, and what would resolve what
-    the report half cannot (`result["to_resolve"]`)."""
+    paper's attack, the strongest and the baselines on the report half, what would resolve what the
+    report half cannot (`result["to_resolve"]`), and the ROC figure (`roc_file`, beside the card)."""
     experiment, fprs, paper = settings["experiment"], settings["fprs"], settings["paper_attack"]
     split = result["split"]
 
@@ -123,6 +126,9 @@ def membership_lines(result: dict, settings: dict) -> list[str]:
     needed = resolve_lines(result["to_resolve"], fprs)
     if needed:
         lines += ["", *needed]
+    if roc_file:
+        lines += ["", f"![ROC curves, log false-positive rate: the paper's attack, the strongest and the baselines on "
+                      f"the report half, sample level; vertical lines: the FPRs of the table]({roc_file})"]  # fmt: skip
     if settings["other_experiments"]:
         lines += ["", f"This model's other experiments (the tables): {', '.join(settings['other_experiments'])}."]
     return lines
@@ -278,16 +284,20 @@ def _read(inputs: dict, key: str):
     return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path)
 
 
-def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str, dict]:
-    """The card's Markdown and its numbers, from the files `inputs` names (`_card_inputs` of the plan)."""
+def card(
+    settings: dict, inputs: dict[str, str], provenance: dict, roc_file: str | None = None
+) -> tuple[str, dict, dict]:
+    """The card's Markdown, its numbers and the report half's scores of the attacks it shows ({level:
+    {attack: frame}}, for its ROC figure `roc_file`), from the files `inputs` names (`_card_inputs`
+    of the plan)."""
     model, sections = settings["model"], settings["sections"]
-    result = membership(pd.read_parquet(inputs["attack"]), settings)
+    result, scores = membership_scores(pd.read_parquet(inputs["attack"]), settings)
     result["to_resolve"] = to_resolve(result, settings["fprs"])
     numbers = {"model": model, "membership": result}
     lines = [f"# Audit card: {model}", "", f"Model `{model}`, {settings['origin']}; run `{settings['run']}`."]
     lines += ["", "## How to read this card", "", *reading_lines(result, settings)]
     lines += ["", "## Summary", "", *_summary(result, settings, sections, inputs)]
-    lines += ["", "## Membership inference", "", *membership_lines(result, settings)]
+    lines += ["", "## Membership inference", "", *membership_lines(result, settings, roc_file)]
     for key, title in SECTIONS.items():
         section = sections[key]
         lines += ["", f"## {title}", ""]
@@ -314,7 +324,7 @@ def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str,
     lines += ["", "## Not run", "", "; ".join(not_run) + "." if not_run else "Every section ran for this model."]
     lines += ["", "## Provenance", "", *_provenance_lines(provenance)]
     numbers["provenance"] = provenance
-    return "\n".join(lines) + "\n", numbers
+    return "\n".join(lines) + "\n", numbers, scores
 
 
 def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list[str]:
@@ -369,10 +379,29 @@ def _provenance_lines(found: dict) -> list[str]:
 
 
 def write_card(settings: dict, inputs: dict[str, str], outputs: dict[str, str], config_digest: str, code: str) -> None:
-    """The card of one model: `outputs["card"]` (Markdown) and `outputs["numbers"]` (JSON)."""
-    text, numbers = card(settings, inputs, provenance(inputs, config_digest, code))
+    """The card of one model: `outputs["card"]` (Markdown), `outputs["numbers"]` (JSON) and
+    `outputs["roc"]` (its ROC curves, PNG, linked from the Markdown by its name: they lie side by side)."""
+    roc_file = Path(outputs["roc"]).name
+    text, numbers, scores = card(settings, inputs, provenance(inputs, config_digest, code), roc_file)
+    write_roc(scores, numbers["membership"], settings, outputs["roc"])
     write_text(text, outputs["card"])
     write_text(json.dumps(_plain(numbers), indent=1) + "\n", outputs["numbers"])
+
+
+def write_roc(scores: dict, result: dict, settings: dict, path: str) -> None:
+    """The card's ROC curves (`mlmia.report.figures.plot_card_roc`): the sample level's attacks on the
+    report half, as the card's table shows them (the paper's, the strongest, the baselines), with the
+    card's FPRs marked. Scores and the attacks' names only reach the figure, never a sample's text."""
+    found = result["levels"].get("sample")
+    shown = scores.get("sample", {}) if found else {}  # no level without a candidate attack: the axes only
+    curves = {
+        name: ((frame["role"] == "member").to_numpy(), frame["score"].to_numpy()) for name, frame in shown.items()
+    }
+    labels = {name: f"{get_attack(name).label}: {_role(name, found, settings)}" for name in shown}
+    title = (f"{settings['model']}: report half, sample level\n{found['members']} members, {found['nonmembers']} "
+             "non-members" if found else f"{settings['model']}: no attack at the sample level")  # fmt: skip
+    style = apply_style(settings["style"])
+    save_figure(plot_card_roc(curves, labels, settings["fprs"], style, title), [path], style)
 
 
 def _plain(value):

@@ -30,6 +30,9 @@ PAPER_ATTACK = "likelihood_ratio"
 #: a card experiment's length bucket, preferred in this order (None: all samples)
 LENGTH_ORDER = {None: 0, "long": 1, "short": 2}
 CATEGORY = "Audit cards"
+#: the report's label of a card and of its ROC figure (their `item`), and the figure's file beside the card
+CARD_ITEM, ROC_ITEM = "card", "ROC curves"
+ROC_SUFFIX = "_roc.png"
 
 
 def audited_models(study) -> list[str]:
@@ -201,34 +204,42 @@ def card_settings(study, model: str) -> dict:
         "bootstrap_seed": study.metrics["seed"],
         "sections": _sections(study, model),
         "threat": _threat(study, experiment),
+        "style": study.figure_style,
     }
 
 
 def cards_plan(study) -> Plan:
-    """One card per audited model (`snakemake audit_cards`): results/<run>/cards/<model>.md and .json."""
+    """One card per audited model (`snakemake audit_cards`): results/<run>/cards/<model>.md and .json,
+    and its ROC curves <model>_roc.png beside them (the card links it by name)."""
     models = audited_models(study)
     path = lambda file: study.path("cards", file)  # noqa: E731
     settings = {model: card_settings(study, model) for model in models}
     cards = {model: path(f"{model}.md") for model in models}
     numbers = {model: path(f"{model}.json") for model in models}
+    rocs = {model: path(f"{model}{ROC_SUFFIX}") for model in models}
     return Plan(
         target="audit_cards",
-        targets=[*cards.values(), *numbers.values()],
-        outputs={"cards": cards, "numbers": numbers},
+        targets=[*cards.values(), *numbers.values(), *rocs.values()],
+        outputs={"cards": cards, "numbers": numbers, "rocs": rocs},
         files={
             "card": path("{model}.md"),
             "numbers": path("{model}.json"),
+            "roc": path("{model}" + ROC_SUFFIX),
             "inputs": {m: _card_inputs(study, m, s["experiment"]["name"], s["sections"]) for m, s in settings.items()},
         },
         settings={"models": models, "cards": settings, "config_digest": config_digest(study.config)},
         rules=(RULES,),
-        report={card: Shown(CATEGORY, None, {"model": model}) for model, card in cards.items()},
+        report={
+            **{card: Shown(CATEGORY, None, {"model": model, "item": CARD_ITEM}) for model, card in cards.items()},
+            **{roc: Shown(CATEGORY, None, {"model": model, "item": ROC_ITEM}) for model, roc in rocs.items()},
+        },
         caption=Caption(
             "Audit cards (docs/audit_cards.md): one page per audited model. Membership inference: the paper's "
             "likelihood ratio and the strongest attack of the model's experiment, chosen on one half of the patients "
             "and reported on the other, at the sample and the patient level (AUC, TPR at low FPR with "
             "patient-bootstrap intervals, or not resolvable, and what would resolve it), each a lower bound on what "
-            "leaks; PHI extraction, canary exposure "
+            "leaks; the ROC curves of the paper's attack, the strongest and the baselines on the report half at the "
+            "sample level, on a log false-positive axis with the card's FPRs marked; PHI extraction, canary exposure "
             "(on a model of the audited one's shape) and the DP audit (whether it refuted the claimed epsilon) where "
             "the config runs them for the model; the vocabulary check; the provenance (config, code and input "
             "digests). Counts and rates only."
