@@ -2,6 +2,8 @@
 # experiment of the tables spec targets), a report over the attack table of one of its experiments
 # and the outputs of the studies the config runs for it (mlmia.report.cards; docs/audit_cards.md).
 # The plan (mlmia.study.plans.cards): the audited models, each card's experiment, sections and inputs.
+from mlmia.study.plans.cards import CARD_ITEM, CATEGORY, ROC_ITEM
+
 CARDS = STUDY.plan("audit_cards")
 
 
@@ -12,10 +14,16 @@ rule audit_card:
         card=report_flag(
             CARDS.files["card"],
             caption="../report/study.rst",
-            category="Audit cards",
-            labels={"model": "{model}"},
+            category=CATEGORY,
+            labels={"model": "{model}", "item": CARD_ITEM},
         ),
         numbers=CARDS.files["numbers"],
+        roc=report_flag(
+            CARDS.files["roc"],
+            caption="../report/study.rst",
+            category=CATEGORY,
+            labels={"model": "{model}", "item": ROC_ITEM},
+        ),
     log:
         result("logs/audit_cards/{model}.log"),
     benchmark:

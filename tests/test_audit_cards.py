@@ -1,12 +1,15 @@
-"""The audit cards (issue 41, item 3): which models are audited and what each card holds, decided by
-the config; the strongest attack chosen on one half of the patients and reported on the other; every
-section rendered from its study's files, "not run" where the config does not run it; the cards of the
-CI run (with its PHI grep and the HTML report's section). The bring-your-own cards: tests/test_byo.py."""
+"""The audit cards: which models are audited and what each card holds, decided by the config; the
+strongest attack chosen on one half of the patients and reported on the other; every section rendered
+from its study's files, "not run" where the config does not run it; how to read a card (the threat
+model, lower bounds, the scale) and what would resolve a number it cannot resolve, against hand
+computations; the DP verdict's wording; the ROC figure; the cards of the CI run (with its PHI grep and
+the HTML report's section). The bring-your-own cards: tests/test_byo.py."""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -15,9 +18,11 @@ import yaml
 from workflow_helpers import REPO, run_snakemake
 
 from mlmia.report.card_attacks import REPORT, SELECTION, membership, patient_halves
-from mlmia.report.cards import write_card
+from mlmia.report.card_reading import resolve_lines, to_resolve
+from mlmia.report.cards import dp_verdict, write_card
 from mlmia.study.plans.cards import audited_models, card_experiment
 from mlmia.study.study import Study
+from mlmia.vocabulary.schema import defaults
 
 
 def study_of(name: str, **audit_cards) -> Study:
@@ -53,8 +58,11 @@ def test_the_audited_models_and_each_cards_experiment_and_sections_come_from_the
         "run": False, "why": "the extraction study reads back extraction.target (large)"}  # fmt: skip
     chosen = study_of("ci.yaml", models=["large"], experiments={"large": "large_short_mimic"})
     plan = chosen.plan("audit_cards")
-    assert plan.settings["models"] == ["large"] and plan.targets == [chosen.path("cards", f"large.{e}") for e in
-                                                                     ("md", "json")]  # fmt: skip
+    assert plan.settings["models"] == ["large"] and plan.targets == [chosen.path("cards", f"large{e}") for e in
+                                                                     (".md", ".json", "_roc.png")]  # fmt: skip
+    # the card and its ROC figure in the report's "Audit cards", under the study's one caption
+    assert {shown.labels["item"] for shown in plan.report.values()} == {"card", "ROC curves"}
+    assert {shown.category for shown in plan.report.values()} == {"Audit cards"}
     assert plan.settings["cards"]["large"]["experiment"]["name"] == "large_short_mimic"
     assert set(plan.files["inputs"]["large"]) == {"attack", "vocabulary"}
 
@@ -144,7 +152,10 @@ def card_settings(sections: dict) -> dict:
     return {**SETTINGS, "model": "target", "run": "test", "origin": "given by path (models/target)",
             "experiment": {"name": "exp", "dataset": "notes", "reference": "ref", "nonmembers": "clinic",
                            "population": "clinic", "length": None, "energy": "masked"},
-            "other_experiments": [], "sections": sections}  # fmt: skip
+            "other_experiments": [], "sections": sections,
+            "threat": {"reference": {"name": "ref", "origin": "trained by the workflow on the corpus domain"},
+                       "references": None, "neighbours": None},
+            "style": {**defaults("figure_style"), "dpi": 40}}  # fmt: skip
 
 
 def study_files(folder) -> dict[str, str]:
@@ -186,10 +197,11 @@ def study_files(folder) -> dict[str, str]:
 def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_others(tmp_path):
     files = study_files(tmp_path)
     every = {"extraction": {"run": True, "target": "target", "reference": "ref", "top_k": 5, "sources": ["clinic"]},
-             "canaries": {"run": True, "digits": 4, "epochs": 3, "repetitions": [1, 4], "reference": "ref"},
+             "canaries": {"run": True, "shape": "target", "digits": 4, "epochs": 3, "repetitions": [1, 4],
+                          "reference": "ref"},
              "dp": {"run": True, "claimed": 8.0, "fpr": 0.01, "confidence": 0.95},
              "vocabulary": {"run": True, "kinds": None, "values": "extraction.phi"}}  # fmt: skip
-    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json"}
+    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json", "roc": tmp_path / "card_roc.png"}
     write_card(card_settings(every), files, outputs, "cfg123", "code456")
     text = outputs["card"].read_text()
     for heading in ("# Audit card: target", "## Membership inference", "## PHI extraction", "## Canary exposure",
@@ -200,16 +212,51 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
     assert (
         "| sample | top-1 | 25.0 [10.0, 40.0] | 0 of 40 | 0 of 40 | +25.0 [10.0, 40.0] | +25.0 [10.0, 40.0] |" in text
     )
-    assert (
-        "ε ≥ 0.900" in text and "ε ≥ 0.400 ((A) loss (`loss`))" in text and "verdict (confidence 0.95): passes" in text
-    )
+    verdict = "the claimed ε = 8 was not refuted by these audits (largest lower bound 0.900, 0.11 of ε, by the "
+    assert "ε ≥ 0.900" in text and "ε ≥ 0.400 ((A) loss (`loss`))" in text
+    assert f"verdict (confidence 0.95): {verdict}white-box one-run audit)." in text and "passes" not in text
+    assert f"- DP audit: {verdict}" in text  # the summary says it in the same words
+    # how to read it: the first section, with the threat model, lower bounds and the scale
+    assert text.index("## How to read this card") < text.index("## Summary") < text.index("## Membership inference")
+    assert text.split("\n## ")[1].startswith("How to read this card")
+    reading = text[text.index("## How to read this card") : text.index("## Summary")]
+    for words in ("Anyone who can query this model for its masked-token probabilities", "holds its weights",
+                  "- (B) likelihood ratio (`likelihood_ratio`), the paper's attack: this model's masked-token "
+                  "probabilities; a reference model's, `ref`, trained by the workflow on the corpus domain.",
+                  "- (A) loss (`loss`), the strongest at the sample and patient levels: this model's masked-token "
+                  "probabilities.", "- blind (bag of words) (`blind`), a baseline: the note's text; no model",
+                  "**Each number is a lower bound**", "a low one is not proof of safety", "0.5 is chance",
+                  "at 10% FPR, 1 in 10; at 1% FPR, 1 in 100", "at 1% almost no non-member is accused",
+                  "the number for the most exposed patients", "n × (half-width / |AUC − 0.5|)²",
+                  "shrinks like 1/√n", "at least 1 / f non-members", "not on this model itself"):  # fmt: skip
+        assert words in reading, words
+    # what would resolve the report half's unresolved numbers: n (half-width / |AUC - 0.5|)^2 from the JSON's
+    numbers = json.loads(outputs["numbers"].read_text())
+    for level, found in numbers["membership"]["levels"].items():
+        for name, measures in found["attacks"].items():
+            (low, high), value = measures["auc"]["interval"], measures["auc"]["value"]
+            line = f"- {level} level, `{name}`: its AUC interval holds 0.5; about "
+            if low <= 0.5 <= high:
+                n = math.ceil(40 * ((high - low) / 2 / abs(value - 0.5)) ** 2 - 1e-9)  # 20 + 20 report patients
+                assert f"{line}{n:,} patients on the report half would tell it from chance" in text, (level, name)
+            else:
+                assert line not in text
+    assert "- sample level, TPR at 1% FPR: not resolvable; at least 100 non-member samples on the report half " \
+           "would resolve it (it has 40)." in text  # fmt: skip
+    assert "- patient level, TPR at 1% FPR: not resolvable; at least 100 non-member patients" in text
+    assert "TPR at 10% FPR: not resolvable" not in text
+    # the canaries: on a model of this one's shape, not on this model
+    assert "## Canary exposure\n\n**Measured on a canary target, not on this model:** a model the workflow trained " \
+           "in this model's shape and settings (canaries.shape: `target`)" in text  # fmt: skip
+    # the ROC figure beside the card, linked by its name
+    assert "](card_roc.png)" in text and outputs["roc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (
         "| surname | 8 / 10 (80.0% [0.0, 100.0]) | 2 / 10 (20.0% [0.0, 100.0]) | +60.0 [30.0, 90.0], separated |"
         in text
     )
     assert "Config digest cfg123" in text and "code digest code456" in text
-    numbers = json.loads(outputs["numbers"].read_text())
     assert numbers["membership"]["levels"]["sample"]["strongest"] == "loss"
+    assert numbers["membership"]["to_resolve"]["sample"]["tpr@0.01"] == 100
     assert set(numbers["provenance"]["inputs"]) == set(files) and numbers["dp"]["failures"] == []
     # what the card holds is the config's to say: the same files, no section run
     none = {key: {"run": False, "why": f"no {key} here"} for key in every}
@@ -219,6 +266,53 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
         assert f"Not run: no {key} here." in text
     assert "## Not run\n\nPHI extraction: no extraction here; Canary exposure: no canaries here;" in text
     assert json.loads(outputs["numbers"].read_text())["dp"] == "not run"
+
+
+# --------------------------------------------------------------------------- what would resolve it
+
+
+def test_what_would_resolve_a_cards_numbers_in_its_words():
+    result = {"split": {REPORT: {"member": {"patients": 10, "samples": 12}, "nonmember": {"patients": 8, "samples": 9}}},
+              "levels": {"sample": {"nonmembers": 9, "attacks": {
+                  "loss": {"auc": {"value": 0.5, "interval": (0.3, 0.7)}},
+                  "likelihood_ratio": {"auc": {"value": 0.6, "interval": (0.4, 0.9)}},
+                  "rmia": {"auc": {"value": 0.8, "interval": (0.7, 0.9)}},
+                  "blind": {"auc": {"value": 0.6, "interval": (float("nan"), float("nan"))}}}}}}  # fmt: skip
+    needed = to_resolve(result, [0.2, 0.01, 0.001])
+    assert needed == {"sample": {"patients": 18, "nonmembers": 9, "auc": {"loss": None, "likelihood_ratio": 113},
+                                 "tpr@0.01": 100, "tpr@0.001": 1000}}  # fmt: skip
+    text = "\n".join(resolve_lines(needed, [0.2, 0.01, 0.001]))
+    assert (
+        "- sample level, `loss`: its AUC interval holds 0.5; no number of patients: the estimate sits at chance."
+        in text
+    )
+    assert ("- sample level, `likelihood_ratio`: its AUC interval holds 0.5; about 113 patients on the report half "
+            "would tell it from chance if the estimate held (it has 18).") in text  # fmt: skip
+    assert ("- sample level, TPR at 0.1% FPR: not resolvable; at least 1,000 non-member samples on the report half "
+            "would resolve it (it has 9).") in text  # fmt: skip
+    assert "an approximation since the half-width shrinks like 1/√n" in text
+    assert "rmia" not in text and "blind" not in text and "20% FPR" not in text
+    # a report half where everything is resolved says nothing
+    assert resolve_lines({"sample": {"patients": 400, "nonmembers": 200, "auc": {}}}, [0.01]) == []
+
+
+def test_the_dp_verdict_says_whether_the_audits_refuted_the_claim_never_that_it_passes():
+    record = {"accountant": {"accountant_epsilon": 7.99}, "failures": [],
+              "canary_audits": [{"audit": "white-box", "epsilon_lb": 0.9}, {"audit": "black-box", "epsilon_lb": None}],
+              "attacks": [{"attack": "loss", "epsilon_lb": 0.4}]}  # fmt: skip
+    claimed = {"claimed": 8.0}
+    assert dp_verdict(record, claimed) == ("the claimed ε = 8 was not refuted by these audits (largest lower bound "
+                                           "0.900, 0.11 of ε, by the white-box one-run audit)")  # fmt: skip
+    refuted = {**record, "attacks": [{"attack": "loss", "epsilon_lb": 9.5}],
+               "failures": ["attack 'loss': empirical lower bound eps >= 9.5000"]}  # fmt: skip
+    assert dp_verdict(refuted, claimed) == ("refuted: the claimed ε = 8 does not hold: attack 'loss': empirical lower "
+                                            "bound eps >= 9.5000 (largest lower bound 9.500, 1.19 of ε, by attack "
+                                            "`loss`)")  # fmt: skip
+    baseline = {**record, "accountant": {"accountant_epsilon": float("inf")}}
+    assert dp_verdict(baseline, {"claimed": None}) == ("no ε is claimed (no DP), so there is nothing to refute "
+                                                       "(largest lower bound 0.900, by the white-box one-run audit)")  # fmt: skip
+    for verdict in (dp_verdict(record, claimed), dp_verdict(refuted, claimed), dp_verdict(baseline, {"claimed": None})):
+        assert "pass" not in verdict and "safe" not in verdict
 
 
 # --------------------------------------------------------------------------- the cards of the CI run
@@ -235,9 +329,15 @@ def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
     run_snakemake(ci_run, "audit_cards", "results/ci/extraction/vocabulary/base.csv", *args)
     run_snakemake(ci_run, "audit_cards", "--report", "results/ci/cards.html", *args)
     run = ci_run / "results/ci"
-    assert sorted(p.name for p in (run / "cards").iterdir()) == ["dp_eps8.json", "dp_eps8.md", "large.json", "large.md"]
+    assert sorted(p.name for p in (run / "cards").iterdir()) == [
+        "dp_eps8.json", "dp_eps8.md", "dp_eps8_roc.png", "large.json", "large.md", "large_roc.png"]  # fmt: skip
+    for model in ("dp_eps8", "large"):  # each card links its ROC figure, which lies beside it
+        assert f"]({model}_roc.png)" in (run / f"cards/{model}.md").read_text()
+        assert (run / f"cards/{model}_roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     dp = (run / "cards/dp_eps8.md").read_text()
     assert "## Differential privacy\n\n- claimed ε (models.dp_eps8.dp.epsilon): 8" in dp
+    assert "- verdict (confidence 0.95): the claimed ε = 8 was not refuted by these audits (largest lower bound" in dp
+    assert "## How to read this card" in dp and "a reference model's, `ref_general`" in dp
     assert "Experiment `dp_eps8_long_mimic`" in dp and "| surname |" in dp
     assert "Not run: the extraction study reads back extraction.target (base)." in dp
     large = json.loads((run / "cards/large.json").read_text())
@@ -246,7 +346,7 @@ def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
     base = pd.read_csv(run / "extraction/vocabulary/base.csv")
     assert (vocabulary.whole.fillna(-1).to_numpy() == base.whole.fillna(-1).to_numpy()).all()
     report = (run / "cards.html").read_text()
-    assert "Audit cards" in report and "dp_eps8" in report
+    assert "Audit cards" in report and "dp_eps8" in report and "dp_eps8_roc.png" in report
     files = [
         *(run / "cards").glob("*"),
         *(run / "logs/audit_cards").glob("*"),

@@ -11,6 +11,7 @@ from mlmia.core.errors import UserError
 from mlmia.metrics.bootstrap import PatientResampler, multiplicities
 from mlmia.metrics.classification import (
     auc,
+    nonmembers_to_resolve,
     population_threshold,
     precision_recall,
     published_threshold,
@@ -18,6 +19,7 @@ from mlmia.metrics.classification import (
     roc,
     tpr_at_fpr,
 )
+from mlmia.metrics.intervals import patients_to_separate
 
 ATTACKS = ("likelihood_ratio", "loss")
 
@@ -95,6 +97,33 @@ def test_tpr_at_fpr_by_hand_and_not_resolvable():
     assert np.isnan(tpr_at_fpr(y, score, 0.2))
     fpr, tpr, _ = roc_curve(y, score)
     assert tpr_at_fpr(y, score, 0.5) == pytest.approx(tpr[fpr <= 0.5].max())
+
+
+def test_the_patients_that_would_tell_an_auc_from_chance_by_hand():
+    # what an audit card says would resolve an AUC whose interval holds 0.5 (docs/audit_cards.md)
+    # n (half-width / |AUC - 0.5|)^2, rounded up: half-width 0.25, distance 0.125: 20 x 2^2
+    assert patients_to_separate(0.625, (0.375, 0.875), 20) == 80
+    assert patients_to_separate(0.4375, (0.25, 0.75), 10) == 160  # below chance alike: 10 x 4^2
+    assert patients_to_separate(0.6, (0.4, 0.9), 18) == 113  # 18 x 2.5^2 = 112.5, rounded up
+    assert patients_to_separate(0.7, (0.6, 0.8), 40) == 10  # an interval that excludes 0.5 already: fewer
+    assert patients_to_separate(0.3, (0.1, 0.5), 25, null=0.2) == 100
+    assert patients_to_separate(0.5, (0.3, 0.7), 18) is None  # at chance: no number of patients
+    for bad in ((1.2, (0.1, 0.3), 0), (0.6, (0.7, 0.4), 10), (float("nan"), (0.4, 0.8), 10),
+                (0.6, (0.4, float("inf")), 10), (0.6, (0.4, 0.8), 2.5), (0.6, (0.4, 0.8), True),
+                (0.6, (0.4, None), 10), ("0.6", (0.4, 0.8), -3)):  # fmt: skip
+        with pytest.raises(ValueError):
+            patients_to_separate(*bad)
+
+
+def test_the_nonmembers_that_would_resolve_a_tpr_by_hand():
+    # ... and a TPR at an FPR below 1 / non-members
+    assert [nonmembers_to_resolve(f) for f in (0.01, 0.001, 0.003, 0.25, 1)] == [100, 1000, 334, 4, 1]
+    for fpr in np.r_[np.logspace(-5, 0, 200), 0.1, 0.2, 0.3]:  # the inverse of `resolvable`, its float slack too
+        needed = nonmembers_to_resolve(float(fpr))
+        assert resolvable(fpr, needed) and not resolvable(fpr, needed - 1), fpr
+    for bad in (0, -0.1, 1.5, float("nan"), True, "0.1", None):
+        with pytest.raises(ValueError):
+            nonmembers_to_resolve(bad)
 
 
 def test_thresholds_by_hand():

@@ -98,12 +98,42 @@ def weighted_auc(y_true: np.ndarray, score: np.ndarray, weights: np.ndarray) -> 
         return np.where(den > 0, (pos * (below + 0.5 * neg)).sum(axis=1) / den, np.nan)
 
 
+#: the slack of `resolvable`'s fpr_max n >= 1, so that 0.001 x 1000 counts as one false positive
+#: whatever the float rounding (shared by `nonmembers_to_resolve`, its inverse)
+_ONE_FALSE_POSITIVE = 1.0 - 1e-9
+
+
 def resolvable(fpr_max: float, n_negatives: int) -> bool:
     """Whether a true-positive rate at false-positive rate `fpr_max` can be estimated from
     `n_negatives` non-members: only when at least one false positive is allowed, i.e.
     fpr_max >= 1 / n_negatives. Below that, the only admissible threshold lets no
     non-member through, whatever `fpr_max` is, and the number says nothing about it."""
-    return n_negatives > 0 and fpr_max * n_negatives >= 1.0 - 1e-9
+    return n_negatives > 0 and fpr_max * n_negatives >= _ONE_FALSE_POSITIVE
+
+
+def nonmembers_to_resolve(fpr_max: float) -> int:
+    """The fewest non-members with which a TPR at `fpr_max` is `resolvable`: ceil(1 / fpr_max).
+
+    Parameters
+    ----------
+    fpr_max : float
+        The false-positive rate, in (0, 1].
+
+    Returns
+    -------
+    int
+        The smallest n with ``resolvable(fpr_max, n)``: 100 at 1% FPR, 1,000 at 0.1%.
+
+    Raises
+    ------
+    ValueError
+        If `fpr_max` is not a real number in (0, 1].
+    """
+    if isinstance(fpr_max, bool) or not isinstance(fpr_max, (int, float, np.integer, np.floating)):
+        raise ValueError(f"fpr_max must be a real number in (0, 1], got {fpr_max!r}")
+    if not (math.isfinite(fpr_max) and 0.0 < fpr_max <= 1.0):
+        raise ValueError(f"fpr_max must be in (0, 1], got {fpr_max!r}")
+    return max(1, math.ceil(_ONE_FALSE_POSITIVE / float(fpr_max)))
 
 
 def tpr_at_fpr(y_true: np.ndarray, score: np.ndarray, fpr_max: float) -> float:

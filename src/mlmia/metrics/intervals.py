@@ -10,6 +10,8 @@
 - `seed_interval`: the mean of per-seed values with its Student-t interval (n - 1 degrees of
   freedom; d-exposure over model seeds).
 - `clopper_pearson`: exact binomial limits of a success probability (the DP lower bounds on ε).
+- `patients_to_separate`: how many patients an interval that holds a null value (an AUC's 0.5)
+  would need to exclude it, were the estimate to stay (the audit cards).
 
 Each is a pure function of its arguments; the level is 0.95 unless given.
 """
@@ -39,6 +41,59 @@ def percentile_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float
     tail = 100.0 * (1.0 - level) / 2.0
     low, high = np.percentile(values, [tail, 100.0 - tail])
     return float(low), float(high)
+
+
+def patients_to_separate(
+    estimate: float, interval: tuple[float, float], patients: int, null: float = 0.5
+) -> int | None:
+    """About how many patients would make an interval exclude `null`, were the estimate to stay:
+    patients x (half-width / |estimate - null|)^2, rounded up.
+
+    An approximation: a bootstrap interval's half-width shrinks like 1 / sqrt(n) in the number of
+    patients resampled, so n' patients give half-width h sqrt(n / n'), which equals the distance
+    |estimate - null| at the returned n'. The estimate itself moves with more data, and a
+    percentile interval need not be symmetric (its half-width here is (high - low) / 2).
+
+    Parameters
+    ----------
+    estimate : float
+        The point estimate (an AUC), finite.
+    interval : tuple of float
+        Its interval (low, high), finite, low <= high.
+    patients : int
+        The patients the interval was resampled from, >= 1.
+    null : float, default 0.5
+        The value to exclude (an AUC's chance level).
+
+    Returns
+    -------
+    int or None
+        The patients, or None when the estimate equals `null`: no number of patients separates an
+        estimate that sits at it.
+
+    Raises
+    ------
+    ValueError
+        If a number is not finite, low > high, or `patients` is not a positive integer.
+    """
+    if isinstance(patients, bool) or not isinstance(patients, (int, np.integer)) or patients < 1:
+        raise ValueError(f"patients must be a positive integer, got {patients!r}")
+    try:
+        low, high = (float(v) for v in interval)
+        estimate, null = float(estimate), float(null)
+    except (TypeError, ValueError):
+        raise ValueError(f"estimate, null and the interval's two limits must be numbers, got {estimate!r}, "
+                         f"{null!r}, {interval!r}") from None  # fmt: skip
+    if not all(math.isfinite(v) for v in (estimate, null, low, high)):
+        raise ValueError(f"estimate, null and the interval must be finite, got {estimate}, {null}, ({low}, {high})")
+    if low > high:
+        raise ValueError(f"the interval's low limit {low} is above its high limit {high}")
+    distance = abs(estimate - null)
+    if distance == 0.0:
+        return None
+    half_width = (high - low) / 2.0
+    # the slack keeps float noise (0.1 / 0.05 = 2.0000000000000004) from adding a patient
+    return math.ceil(patients * (half_width / distance) ** 2 - 1e-9)
 
 
 def group_bootstrap(

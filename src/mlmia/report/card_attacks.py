@@ -35,6 +35,11 @@ COMPARED = ("member", "nonmember")
 SELECTION, REPORT = "selection", "report"
 
 
+def attack_label(name: str) -> str:
+    """How a card names an attack: its label and its registry name."""
+    return f"{get_attack(name).label} (`{name}`)"
+
+
 def patient_halves(frame: pd.DataFrame, seed: int) -> dict[str, str]:
     """Each patient's half (`SELECTION` or `REPORT`): within each (role, source), the patients ordered by
     a hash of (seed, id), the first half (rounded down) to the selection."""
@@ -87,9 +92,15 @@ def membership(table: pd.DataFrame, settings: dict) -> dict:
     `mlmia.study.plans.cards.card_settings`): per level the selection half's AUC of every candidate,
     the strongest, and the report half's measures of the paper's attack, the strongest and the
     baselines with intervals, and the strongest minus the paper's."""
+    return membership_scores(table, settings)[0]
+
+
+def membership_scores(table: pd.DataFrame, settings: dict) -> tuple[dict, dict[str, dict[str, pd.DataFrame]]]:
+    """`membership`'s numbers, and the report half's scores they were measured on: {level: {attack:
+    frame of role, source, group_id, score}} of the attacks shown (the card's ROC curves)."""
     halves = patient_halves(table[table["role"].isin(COMPARED)], settings["seed"])
     fprs, params, paper = settings["fprs"], settings["attack_params"], settings["paper_attack"]
-    out = {"split": _split_counts(table, halves), "levels": {}}
+    out, shown_scores = {"split": _split_counts(table, halves), "levels": {}}, {}
     by_sample = {
         name: sample_scores(table, name, params.get(name)) for name in [*settings["attacks"], *settings["baselines"]]
     }
@@ -116,7 +127,8 @@ def membership(table: pd.DataFrame, settings: dict) -> dict:
             "strongest": strongest,
             **_reported(report, paper, strongest, fprs, settings["bootstrap"], settings["bootstrap_seed"]),
         }
-    return out
+        shown_scores[level] = report
+    return out, shown_scores
 
 
 def _split_counts(table: pd.DataFrame, halves: dict[str, str]) -> dict:

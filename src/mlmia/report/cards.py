@@ -3,15 +3,19 @@ data owner, a report over what the workflow measured.
 
 `write_card` reads the files the card's plan names (`mlmia.study.plans.cards`: which sections the
 config runs for the model, decided there, never by which files exist) and writes the card as
-Markdown and its numbers as JSON:
+Markdown, its numbers as JSON and its ROC curves as a PNG:
 
+- how to read the card (`mlmia.report.card_reading`): the threat model and each attack's access,
+  that every number is a lower bound, the scale;
 - membership inference (`mlmia.report.card_attacks`): the paper's attack and the strongest attack of
-  the model's experiment, at the sample and the patient level;
+  the model's experiment, at the sample and the patient level, what would resolve the numbers the
+  report half cannot, and the ROC curves of the sample level (`mlmia.report.figures.plot_card_roc`);
 - PHI extraction (the extraction study's rates and paired differences, all kinds pooled);
 - canary exposure (the canary target's exposure per insertion count at its last epoch, and the
-  canaries' membership test);
+  canaries' membership test): a model of the audited one's shape, not the audited model;
 - the DP audit (the target's audit record: the claimed and the accountant's epsilon, each audit's
-  lower bound, the mechanism checks, the verdict);
+  lower bound, the mechanism checks, the verdict: whether the audits refuted the claimed epsilon,
+  `dp_verdict`);
 - the vocabulary check (`mlmia.report.vocabulary`);
 - the sections not run, and why; the provenance: the config's digest, the code's, every input's,
   the library's version and the date.
@@ -32,8 +36,11 @@ import pandas as pd
 from mlmia.attacks.base import get_attack
 from mlmia.core.io import write_text
 from mlmia.core.provenance import file_digest
-from mlmia.report.card_attacks import REPORT, SELECTION, membership
+from mlmia.report.card_attacks import REPORT, SELECTION, attack_label, membership_scores
+from mlmia.report.card_reading import reading_lines, resolve_lines, to_resolve
+from mlmia.report.figures import plot_card_roc
 from mlmia.report.markdown import markdown_table
+from mlmia.report.style import apply_style, save_figure
 from mlmia.report.vocabulary import is_separated, vocabulary_markdown
 
 SECTIONS = {"extraction": "PHI extraction", "canaries": "Canary exposure", "dp": "Differential privacy",
@@ -56,10 +63,6 @@ def _interval(value: float, interval, digits: int = 3, scale: float = 1.0, signe
     return text
 
 
-def _label(name: str) -> str:
-    return f"{get_attack(name).label} (`{name}`)"
-
-
 # --------------------------------------------------------------------------- membership
 
 
@@ -69,9 +72,17 @@ def _tpr_cell(measure: dict, nonmembers: int, signed: bool = False) -> str:
     return _interval(measure["value"], measure["interval"], 1, 100.0, signed)
 
 
-def membership_lines(result: dict, settings: dict) -> list[str]:
+def _role(name: str, found: dict, settings: dict) -> str:
+    """An attack's role at one level: the paper's, the strongest, or a baseline that reads no model."""
+    words = [word for word, holds in (("paper's", name == settings["paper_attack"]),
+                                      ("strongest", name == found["strongest"])) if holds]  # fmt: skip
+    return ", ".join(words) or "no model (baseline)"
+
+
+def membership_lines(result: dict, settings: dict, roc_file: str | None = None) -> list[str]:
     """The membership section: which experiment, how the halves were drawn, then per level the
-    paper's attack, the strongest and the baselines on the report half."""
+    paper's attack, the strongest and the baselines on the report half, what would resolve what the
+    report half cannot (`result["to_resolve"]`), and the ROC figure (`roc_file`, beside the card)."""
     experiment, fprs, paper = settings["experiment"], settings["fprs"], settings["paper_attack"]
     split = result["split"]
 
@@ -87,7 +98,7 @@ def membership_lines(result: dict, settings: dict) -> list[str]:
         f"selection half, {count(SELECTION, 'member')} and {count(SELECTION, 'nonmember')}, chooses the strongest of "
         f"{len(settings['attacks'])} attacks by AUC; the report half, {count(REPORT, 'member')} and "
         f"{count(REPORT, 'nonmember')}, measures it beside the paper's attack, "
-        f"{_label(paper)}, chosen before looking. All members against all non-members of the half; 95% "
+        f"{attack_label(paper)}, chosen before looking. All members against all non-members of the half; 95% "
         f"patient-bootstrap intervals over the report half ({settings['bootstrap']} resamples, every attack on the "
         "same ones); TPR in percent.",
     ]
@@ -96,11 +107,10 @@ def membership_lines(result: dict, settings: dict) -> list[str]:
     for level, found in result["levels"].items():
         units = f"{found['members']} / {found['nonmembers']}"
         for name, measures in found["attacks"].items():
-            role = ("paper's, " if name == paper else "") + ("strongest" if name == found["strongest"] else "")
-            role = role.rstrip(", ") or "no model (baseline)"
+            role = _role(name, found, settings)
             cells = [_interval(measures["auc"]["value"], measures["auc"]["interval"])]
             cells += [_tpr_cell(measures[f"tpr@{f:g}"], found["nonmembers"]) for f in fprs]
-            body.append([level, f"{_label(name)}: {role}", *cells, units])
+            body.append([level, f"{attack_label(name)}: {role}", *cells, units])
         if found["difference"]:
             diff = found["difference"]
             cells = [_interval(diff["auc"]["value"], diff["auc"]["interval"], signed=True)]
@@ -113,6 +123,12 @@ def membership_lines(result: dict, settings: dict) -> list[str]:
         shown = ", ".join(f"`{name}` {value:.3f}" for name, value in ranked[:5])
         more = f" and {len(ranked) - 5} more" if len(ranked) > 5 else ""
         lines.append(f"- {level} level, AUC on the selection half: {shown}{more}.")
+    needed = resolve_lines(result["to_resolve"], fprs)
+    if needed:
+        lines += ["", *needed]
+    if roc_file:
+        lines += ["", f"![ROC curves, log false-positive rate: the paper's attack, the strongest and the baselines on "
+                      f"the report half, sample level; vertical lines: the FPRs of the table]({roc_file})"]  # fmt: skip
     if settings["other_experiments"]:
         lines += ["", f"This model's other experiments (the tables): {', '.join(settings['other_experiments'])}."]
     return lines
@@ -168,10 +184,12 @@ def canary_lines(exposure: pd.DataFrame, membership_metrics: pd.DataFrame, secti
              f"{r.min:.2f} – {r.max:.2f}"] for r in last.sort_values("repetitions").itertuples()]  # fmt: skip
     space = float(last["log2_space"].iloc[0]) if len(last) else float("nan")
     lines = [
-        f"A canary target of this model's shape and settings (canaries.shape), trained on the world's target corpus "
-        f"with secrets of {section['digits']} digits inserted {', '.join(map(str, section['repetitions']))} times (and "
-        f"some never); their exposure (Carlini et al. 2019, "
-        f"exact, in bits; at most log2 |R| = {space:.1f}) after {section['epochs']} epochs.",
+        f"**Measured on a canary target, not on this model:** a model the workflow trained in this model's shape and "
+        f"settings (canaries.shape: `{section['shape']}`) on the world's target corpus, with secrets of "
+        f"{section['digits']} digits inserted {', '.join(map(str, section['repetitions']))} times (and some never). "
+        "It says how readily a model of this kind memorises a repeated secret, not what this model holds. The "
+        f"secrets' exposure (Carlini et al. 2019, exact, in bits; at most log2 |R| = {space:.1f}) after "
+        f"{section['epochs']} epochs:",
         "",
         markdown_table(["insertions", "canaries", "mean exposure", "min – max"], body),
         "",
@@ -179,9 +197,35 @@ def canary_lines(exposure: pd.DataFrame, membership_metrics: pd.DataFrame, secti
     found = membership_metrics[(membership_metrics["canaries"].astype(str) == "all")
                                & (membership_metrics["metric"] == "auc") & membership_metrics["replicate"].isna()]  # fmt: skip
     for row in found.itertuples():
-        lines.append(f"- membership test on the canary sentences, {_label(row.attack)} against `{section['reference']}`"
-                     f": AUC {_interval(row.value, (row.ci_low, row.ci_high))}.")  # fmt: skip
+        lines.append(f"- membership test on the canary sentences (the canary target's), {attack_label(row.attack)} "
+                     f"against `{section['reference']}`: AUC {_interval(row.value, (row.ci_low, row.ci_high))}.")  # fmt: skip
     return lines
+
+
+def dp_verdict(record: dict, section: dict) -> str:
+    """What the DP audit says of the claim, in words that claim no more than an audit can show: "the
+    claimed ε = x was not refuted by these audits (largest lower bound y, z of ε)", or "refuted: ..."
+    with what refutes it (`mlmia.defences.audit.target_failures`): a lower bound above ε, a
+    mechanism check below its level. The lower bounds are the one-run audits' and the attacks'
+    (`epsilon_lb`); ε the accountant's for the training's settings, which the audit tests against.
+    An audit that finds nothing bounds ε from below; it never shows the claim holds."""
+    eps = record["accountant"]["accountant_epsilon"]
+    claimed = section["claimed"] is not None and math.isfinite(eps)
+    bounds = [(row["epsilon_lb"], f"the {row['audit']} one-run audit") for row in record["canary_audits"]]
+    bounds += [(row["epsilon_lb"], f"attack `{row['attack']}`") for row in record["attacks"]]
+    bounds = [(float(value), by) for value, by in bounds if value is not None and math.isfinite(value)]
+    if bounds:
+        value, by = max(bounds, key=lambda bound: bound[0])
+        ratio = f", {value / eps:.2f} of ε" if claimed and eps > 0 else ""
+        largest = f"largest lower bound {value:.3f}{ratio}, by {by}"
+    else:
+        largest = "no audit gave a lower bound"
+    if record["failures"]:
+        claim = f"the claimed ε = {section['claimed']:g} does not hold: " if claimed else ""
+        return f"refuted: {claim}{'; '.join(record['failures'])} ({largest})"
+    if not claimed:
+        return f"no ε is claimed (no DP), so there is nothing to refute ({largest})"
+    return f"the claimed ε = {section['claimed']:g} was not refuted by these audits ({largest})"
 
 
 def dp_lines(record: dict, section: dict) -> list[str]:
@@ -205,13 +249,13 @@ def dp_lines(record: dict, section: dict) -> list[str]:
                      f"ε ≥ {_number(audit['epsilon_lb'])}.")  # fmt: skip
     if record["attacks"]:
         best = max(record["attacks"], key=lambda row: row["epsilon_lb"])
-        which = f" ({_label(best['attack'])})" if best["epsilon_lb"] > 0 else " (no attack bounds it above 0)"
+        which = f" ({attack_label(best['attack'])})" if best["epsilon_lb"] > 0 else " (no attack bounds it above 0)"
         lines.append(f"- strongest attack bound over {len(record['attacks'])} attacks (threshold chosen on one half, "
                      f"bound on the other, at FPR {section['fpr']:g}): ε ≥ {_number(best['epsilon_lb'])}{which}.")  # fmt: skip
     failed = [check["check"] for check in record["checks"] if not check["passed"]]
     checks = "none" if not record["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed))
-    verdict = "passes" if not record["failures"] else "**FAILS**: " + "; ".join(record["failures"])
-    lines += [f"- mechanism checks: {checks}.", f"- verdict (confidence {section['confidence']:g}): {verdict}."]
+    lines += [f"- mechanism checks: {checks}.",
+              f"- verdict (confidence {section['confidence']:g}): {dp_verdict(record, section)}."]  # fmt: skip
     if private:
         lines.append("- ε covers the weights given the tokenizer: the vocabulary lies outside the guarantee (the "
                      "vocabulary check below).")  # fmt: skip
@@ -240,13 +284,20 @@ def _read(inputs: dict, key: str):
     return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path)
 
 
-def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str, dict]:
-    """The card's Markdown and its numbers, from the files `inputs` names (`_card_inputs` of the plan)."""
+def card(
+    settings: dict, inputs: dict[str, str], provenance: dict, roc_file: str | None = None
+) -> tuple[str, dict, dict]:
+    """The card's Markdown, its numbers and the report half's scores of the attacks it shows ({level:
+    {attack: frame}}, for its ROC figure `roc_file`), from the files `inputs` names (`_card_inputs`
+    of the plan)."""
     model, sections = settings["model"], settings["sections"]
-    numbers = {"model": model, "membership": membership(pd.read_parquet(inputs["attack"]), settings)}
-    lines = [f"# Audit card: {model}", "", f"Model `{model}`, {settings['origin']}; run `{settings['run']}`.", ""]
-    lines += _summary(numbers["membership"], settings, sections, inputs)
-    lines += ["", "## Membership inference", "", *membership_lines(numbers["membership"], settings)]
+    result, scores = membership_scores(pd.read_parquet(inputs["attack"]), settings)
+    result["to_resolve"] = to_resolve(result, settings["fprs"])
+    numbers = {"model": model, "membership": result}
+    lines = [f"# Audit card: {model}", "", f"Model `{model}`, {settings['origin']}; run `{settings['run']}`."]
+    lines += ["", "## How to read this card", "", *reading_lines(result, settings)]
+    lines += ["", "## Summary", "", *_summary(result, settings, sections, inputs)]
+    lines += ["", "## Membership inference", "", *membership_lines(result, settings, roc_file)]
     for key, title in SECTIONS.items():
         section = sections[key]
         lines += ["", f"## {title}", ""]
@@ -273,7 +324,7 @@ def card(settings: dict, inputs: dict[str, str], provenance: dict) -> tuple[str,
     lines += ["", "## Not run", "", "; ".join(not_run) + "." if not_run else "Every section ran for this model."]
     lines += ["", "## Provenance", "", *_provenance_lines(provenance)]
     numbers["provenance"] = provenance
-    return "\n".join(lines) + "\n", numbers
+    return "\n".join(lines) + "\n", numbers, scores
 
 
 def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list[str]:
@@ -292,7 +343,7 @@ def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list
         lines.append(text + " (0.5: chance).")
     if sections["dp"]["run"]:
         record = _read(inputs, "dp_record")
-        lines.append(f"- DP audit: {'passes' if not record['failures'] else 'FAILS'}.")
+        lines.append(f"- DP audit: {dp_verdict(record, sections['dp'])}.")
     if sections["vocabulary"]["run"]:
         rows = _read(inputs, "vocabulary")
         kinds = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples()
@@ -328,10 +379,29 @@ def _provenance_lines(found: dict) -> list[str]:
 
 
 def write_card(settings: dict, inputs: dict[str, str], outputs: dict[str, str], config_digest: str, code: str) -> None:
-    """The card of one model: `outputs["card"]` (Markdown) and `outputs["numbers"]` (JSON)."""
-    text, numbers = card(settings, inputs, provenance(inputs, config_digest, code))
+    """The card of one model: `outputs["card"]` (Markdown), `outputs["numbers"]` (JSON) and
+    `outputs["roc"]` (its ROC curves, PNG, linked from the Markdown by its name: they lie side by side)."""
+    roc_file = Path(outputs["roc"]).name
+    text, numbers, scores = card(settings, inputs, provenance(inputs, config_digest, code), roc_file)
+    write_roc(scores, numbers["membership"], settings, outputs["roc"])
     write_text(text, outputs["card"])
     write_text(json.dumps(_plain(numbers), indent=1) + "\n", outputs["numbers"])
+
+
+def write_roc(scores: dict, result: dict, settings: dict, path: str) -> None:
+    """The card's ROC curves (`mlmia.report.figures.plot_card_roc`): the sample level's attacks on the
+    report half, as the card's table shows them (the paper's, the strongest, the baselines), with the
+    card's FPRs marked. Scores and the attacks' names only reach the figure, never a sample's text."""
+    found = result["levels"].get("sample")
+    shown = scores.get("sample", {}) if found else {}  # no level without a candidate attack: the axes only
+    curves = {
+        name: ((frame["role"] == "member").to_numpy(), frame["score"].to_numpy()) for name, frame in shown.items()
+    }
+    labels = {name: f"{get_attack(name).label}: {_role(name, found, settings)}" for name in shown}
+    title = (f"{settings['model']}: report half, sample level\n{found['members']} members, {found['nonmembers']} "
+             "non-members" if found else f"{settings['model']}: no attack at the sample level")  # fmt: skip
+    style = apply_style(settings["style"])
+    save_figure(plot_card_roc(curves, labels, settings["fprs"], style, title), [path], style)
 
 
 def _plain(value):

@@ -1,6 +1,7 @@
 """Every figure of the study, in one style: histograms of a statistic (Fig. 3a/3b) and ROC
-curves on linear or logarithmic FPR axes (Fig. 4/5). A figure spec (data, from config)
-names the experiments; this module knows nothing of where they came from."""
+curves on linear or logarithmic FPR axes (Fig. 4/5, and an audit card's: `plot_card_roc`). A
+figure spec (data, from config) names the experiments; this module knows nothing of where they
+came from."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ import seaborn as sns  # noqa: E402
 
 from mlmia.attacks.base import Attack, get_attack  # noqa: E402
 from mlmia.core.errors import UserError, shown_id  # noqa: E402
-from mlmia.metrics.classification import population_threshold, published_threshold  # noqa: E402
+from mlmia.metrics.classification import (  # noqa: E402
+    population_threshold,
+    published_threshold,
+    resolvable,
+    tpr_at_fpr,
+)
+from mlmia.metrics.classification import roc as roc_curve  # noqa: E402  (the curves' loops name theirs `roc`)
 from mlmia.report.style import apply_style, save_figure  # noqa: E402
 
 ROLE_COLORS = {"member": "#c0392b", "nonmember": "#2e86c1"}
@@ -82,15 +89,18 @@ def plot_histogram(table: pd.DataFrame, spec: dict, style: dict, title: str):
 
 
 def _roc_axes(ax, curves: list[tuple[str, pd.DataFrame]], spec: dict, colours_by: str) -> None:
-    """Draw every attack's ROC curve of `curves` on `ax`; colours by experiment or by attack."""
+    """Draw every attack's ROC curve of `curves` on `ax`; colours by experiment or by attack. The
+    spec may name each attack's legend label (`attack_labels`; default its label) and, on log
+    axes, the smallest rate shown (`fpr_min`; default 0.001)."""
     log_x = bool(spec["log_x"])
     attacks = spec["attacks"]
+    names = spec.get("attack_labels", {})
     n_colours = len(attacks) if colours_by == "attack" else len(curves)
     palette = sns.color_palette("colorblind" if n_colours <= 10 else "husl", n_colors=max(2, n_colours))
     styles = ["-", "--", ":", "-.", (0, (3, 1, 1, 1))]
     for i, (name, roc) in enumerate(curves):
         for j, attack in enumerate(attacks):
-            label = get_attack(attack).label
+            label = names.get(attack) or get_attack(attack).label
             curve = roc[roc.attack == attack]
             fpr, tpr = curve.fpr.to_numpy(), curve.tpr.to_numpy()
             if log_x:
@@ -100,8 +110,8 @@ def _roc_axes(ax, curves: list[tuple[str, pd.DataFrame]], spec: dict, colours_by
             style = "-" if colours_by == "attack" else styles[j % len(styles)]
             shown = label if colours_by == "attack" or len(curves) == 1 else f"{name}: {label}"
             ax.plot(fpr, tpr, color=colour, linestyle=style, linewidth=1.2, label=shown)
-    lower = 1e-3 if log_x else 0.0
-    grid = np.logspace(-3, 0, 50) if log_x else np.linspace(0, 1, 50)
+    lower = float(spec.get("fpr_min", 1e-3)) if log_x else 0.0
+    grid = np.logspace(np.log10(lower), 0, 50) if log_x else np.linspace(0, 1, 50)
     ax.plot(grid, grid, color="grey", linewidth=0.8, linestyle=":", label="chance")
     if log_x:
         ax.set_xscale("log")
@@ -130,6 +140,40 @@ def plot_roc(curves: list[tuple[str, pd.DataFrame]], spec: dict, style: dict, ti
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize="x-small", frameon=False, loc="lower center", ncol=min(4, len(labels)))
     fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def plot_card_roc(scores: dict[str, tuple[np.ndarray, np.ndarray]], labels: dict[str, str], fprs, style: dict,
+                  title: str):  # fmt: skip
+    """An audit card's ROC curves (`mlmia.report.cards`): each attack's from (member, score) arrays
+    of one set of units, on log axes down to half the smallest FPR shown, every FPR of `fprs` a
+    vertical line (dotted where too few non-members resolve it, `resolvable`) and each attack's TPR
+    there a marker of its colour. Only counts and the given labels are written on it."""
+    member = next(iter(scores.values()))[0] if scores else np.zeros(0, dtype=bool)
+    negatives = int((~np.asarray(member, dtype=bool)).sum())
+    frames = []
+    for name, (y, score) in scores.items():
+        fpr, tpr = roc_curve(y, score)
+        frames.append(pd.DataFrame({"attack": name, "fpr": fpr, "tpr": tpr}))
+    curves = pd.concat(frames) if frames else pd.DataFrame(columns=["attack", "fpr", "tpr"])
+    lower = min([*fprs, 1.0 / max(negatives, 1)]) / 2.0
+    spec = {"log_x": True, "attacks": list(scores), "attack_labels": labels, "fpr_min": lower}
+    # the legend below the axes (it names up to three attacks and the FPRs): a taller figure, laid out to hold it
+    fig, ax = plt.subplots(figsize=(style["width"], style["height"] * 1.6), layout="constrained")
+    _roc_axes(ax, [("", curves)], spec, colours_by="attack")
+    colours = [line.get_color() for line in ax.lines[: len(scores)]]  # `_roc_axes` draws the attacks first
+    for fpr in fprs:
+        shown = resolvable(fpr, negatives)
+        words = f"FPR {100 * fpr:g}%" + (
+            ": the table's TPR (dots)" if shown else f": not resolvable with {negatives} non-members"
+        )
+        ax.axvline(fpr, color="black", linestyle="--" if shown else ":", linewidth=0.8, label=words)
+        for colour, (y, score) in zip(colours, scores.values()):
+            tpr = tpr_at_fpr(y, score, fpr) if shown else np.nan
+            if tpr > 0:  # a TPR of 0 (or none) has no place on a log axis
+                ax.plot([fpr], [tpr], marker="o", markersize=4, color=colour, linestyle="none")
+    ax.set_title(title, fontsize="medium")
+    fig.legend(*ax.get_legend_handles_labels(), fontsize="x-small", frameon=False, loc="outside lower center")
     return fig
 
 

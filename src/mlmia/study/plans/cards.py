@@ -30,6 +30,9 @@ PAPER_ATTACK = "likelihood_ratio"
 #: a card experiment's length bucket, preferred in this order (None: all samples)
 LENGTH_ORDER = {None: 0, "long": 1, "short": 2}
 CATEGORY = "Audit cards"
+#: the report's label of a card and of its ROC figure (their `item`), and the figure's file beside the card
+CARD_ITEM, ROC_ITEM = "card", "ROC curves"
+ROC_SUFFIX = "_roc.png"
 
 
 def audited_models(study) -> list[str]:
@@ -116,7 +119,7 @@ def _sections(study, model: str) -> dict[str, dict]:
         out["canaries"] = {"run": False, "why": f"the canary target takes the shape of canaries.shape ({shape})"}
     else:
         canaries = config["canaries"]
-        out["canaries"] = {"run": True, "digits": canaries["digits"], "epochs": max(canaries["epochs"]),
+        out["canaries"] = {"run": True, "shape": shape, "digits": canaries["digits"], "epochs": max(canaries["epochs"]),
                            "repetitions": sorted(set(canaries["repetitions"])), "reference": canaries["reference"]}  # fmt: skip
     dp = study.models[model].get("dp")
     if dp is None:
@@ -149,6 +152,21 @@ def _card_inputs(study, model: str, experiment: str, sections: dict) -> dict[str
     if sections["vocabulary"]["run"]:
         inputs["vocabulary"] = study.path("extraction", "vocabulary", f"{model}.csv")
     return inputs
+
+
+def _threat(study, experiment) -> dict:
+    """The models the card's attacks read beside the audited one, for the card's threat model
+    (`mlmia.report.card_reading.access`): the experiment's reference, the reference pool, the
+    neighbours' proposer."""
+    reference = experiment.reference
+    pool, neighbours = study.config.get("references"), study.config.get("neighbours") or {}
+    return {
+        "reference": {"name": reference, "origin": _origin(study, reference) if reference in study.models else None},
+        "references": {"count": pool["count"], "online": pool.get("online", True)}
+        if experiment.references and pool else None,
+        "neighbours": {"count": neighbours.get("count"), "model": neighbours.get("model")}
+        if experiment.neighbours else None,
+    }  # fmt: skip
 
 
 def card_settings(study, model: str) -> dict:
@@ -185,33 +203,44 @@ def card_settings(study, model: str) -> dict:
         "bootstrap": study.metrics["bootstrap"],
         "bootstrap_seed": study.metrics["seed"],
         "sections": _sections(study, model),
+        "threat": _threat(study, experiment),
+        "style": study.figure_style,
     }
 
 
 def cards_plan(study) -> Plan:
-    """One card per audited model (`snakemake audit_cards`): results/<run>/cards/<model>.md and .json."""
+    """One card per audited model (`snakemake audit_cards`): results/<run>/cards/<model>.md and .json,
+    and its ROC curves <model>_roc.png beside them (the card links it by name)."""
     models = audited_models(study)
     path = lambda file: study.path("cards", file)  # noqa: E731
     settings = {model: card_settings(study, model) for model in models}
     cards = {model: path(f"{model}.md") for model in models}
     numbers = {model: path(f"{model}.json") for model in models}
+    rocs = {model: path(f"{model}{ROC_SUFFIX}") for model in models}
     return Plan(
         target="audit_cards",
-        targets=[*cards.values(), *numbers.values()],
-        outputs={"cards": cards, "numbers": numbers},
+        targets=[*cards.values(), *numbers.values(), *rocs.values()],
+        outputs={"cards": cards, "numbers": numbers, "rocs": rocs},
         files={
             "card": path("{model}.md"),
             "numbers": path("{model}.json"),
+            "roc": path("{model}" + ROC_SUFFIX),
             "inputs": {m: _card_inputs(study, m, s["experiment"]["name"], s["sections"]) for m, s in settings.items()},
         },
         settings={"models": models, "cards": settings, "config_digest": config_digest(study.config)},
         rules=(RULES,),
-        report={card: Shown(CATEGORY, None, {"model": model}) for model, card in cards.items()},
+        report={
+            **{card: Shown(CATEGORY, None, {"model": model, "item": CARD_ITEM}) for model, card in cards.items()},
+            **{roc: Shown(CATEGORY, None, {"model": model, "item": ROC_ITEM}) for model, roc in rocs.items()},
+        },
         caption=Caption(
             "Audit cards (docs/audit_cards.md): one page per audited model. Membership inference: the paper's "
             "likelihood ratio and the strongest attack of the model's experiment, chosen on one half of the patients "
             "and reported on the other, at the sample and the patient level (AUC, TPR at low FPR with "
-            "patient-bootstrap intervals, or not resolvable); PHI extraction, canary exposure and the DP audit where "
+            "patient-bootstrap intervals, or not resolvable, and what would resolve it), each a lower bound on what "
+            "leaks; the ROC curves of the paper's attack, the strongest and the baselines on the report half at the "
+            "sample level, on a log false-positive axis with the card's FPRs marked; PHI extraction, canary exposure "
+            "(on a model of the audited one's shape) and the DP audit (whether it refuted the claimed epsilon) where "
             "the config runs them for the model; the vocabulary check; the provenance (config, code and input "
             "digests). Counts and rates only."
         ),
