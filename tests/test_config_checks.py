@@ -62,6 +62,12 @@ def byo() -> dict:
     }  # fmt: skip
 
 
+#: a reference pool for `byo()`: 4 references fine-tuned from a local model directory (`write_byo_files`) on
+#: the patients of pool.csv, disjoint from the audit's
+POOL = {"count": 4, "pool": "pool.csv", "dataset": "notes", "init": "public", "settings": {"epochs": 1}, "online": True}
+PUBLIC = {"models.public": {"path": "ckpt"}}
+
+
 def write_byo_files(folder) -> None:
     pd.DataFrame({"text": ["a b c", "d e f"], "group_id": ["p0", "p1"]}).to_csv(folder / "notes.csv", index=False)
     # checkpoints and tokenizers as files: 200 vocabulary rows with their own 200 tokens, with 5
@@ -72,6 +78,7 @@ def write_byo_files(folder) -> None:
             (folder / name / "config.json").write_text(f'{{"vocab_size": {rows}}}')
         (folder / name / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(tokens)))
     pd.DataFrame({"group_id": ["p0"], "kind": ["name"]}).to_csv(folder / "phi_no_value.csv", index=False)
+    pd.DataFrame({"sample_id": ["q0"], "group_id": ["q"], "text": ["g h i"]}).to_csv(folder / "pool.csv", index=False)
 
 
 # (id, base config, edits, fragments of the one-line message)
@@ -262,8 +269,14 @@ CASES = [
     ("dp-audit-without-dp-models", "byo", {"dp_audit": {}},
      ["config key dp_audit: no model the workflow trains has a dp setting"]),
     ("references-read-by-no-experiment", "byo",
-     {"references": {"count": 2, "pool": "notes.csv", "dataset": "notes", "settings": {"epochs": 1}}},
+     {"references": {"count": 2, "pool": "notes.csv", "dataset": "notes", "init": "reference", "settings": {"epochs": 1}}},
      ["config key references: no experiment of config key audit reads the reference pool"]),
+    ("references-without-init-or-the-world", "byo", {"references": {"count": 4, "pool": "pool.csv", "dataset": "notes",
+                                                                    "settings": {"epochs": 1}}},
+     ["config key references.init: needed without the embedded world (a corpus: section)"]),
+    ("references-world-pool-without-the-world", "byo", {**PUBLIC, "references": dict(POOL, pool="domain")},
+     ["config key references.pool: 'domain' is a corpus of the embedded world (a corpus: section), which this config "
+      "lacks"]),
     ("training-text-missing", "byo", {"models.target.training_text": "gone.csv"},
      ["config key models.target.training_text: file not found: gone.csv"]),
     ("tokenizer-missing", "byo", {"models.target.tokenizer": "data/tokenizers/gone"},
