@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 
 import pandas as pd
 import pytest
@@ -51,10 +52,16 @@ def record(rng: random.Random) -> str:
     return " ".join(words).capitalize() + f" {MARKER}."
 
 
+def planted_texts() -> list[str]:
+    """The records of the test, distinct: members, held-in members, held-out non-members, the population,
+    the reference's and the control's training text, 100 each, then some no model trains on."""
+    rng = random.Random(7)
+    return list(dict.fromkeys(record(rng) for _ in range(800)))
+
+
 @pytest.fixture(scope="module")
 def audit_run(tmp_path_factory):
-    rng = random.Random(7)
-    texts = list(dict.fromkeys(record(rng) for _ in range(800)))
+    texts = planted_texts()
     members, heldin, heldout, public, reference, control = (texts[i * 100 : (i + 1) * 100] for i in range(6))
     root = copy_workflow(tmp_path_factory.mktemp("byo"))
     data = root / "userdata"
@@ -186,7 +193,7 @@ def test_no_text_reaches_a_log_table_figure_or_the_report(audit_run):
     run_snakemake(audit_run, "--configfile", "byo.yaml", "--report", "results/planted/report.html")
     assert (audit_run / "results/planted/report.html").stat().st_size > 10_000
     checked, leaked = 0, []
-    for path in [*(audit_run / "results").rglob("*"), *(audit_run / ".snakemake" / "log").glob("*")]:
+    for path in [*(audit_run / "results" / "planted").rglob("*"), *(audit_run / ".snakemake" / "log").glob("*")]:
         if path.is_file() and "samples" not in path.parts:  # the sample table holds the text, by design
             checked += 1
             if MARKER.encode() in path.read_bytes():
@@ -198,7 +205,6 @@ def test_no_text_reaches_a_log_table_figure_or_the_report(audit_run):
 def extraction_overlay(audit_run) -> str:
     """An extraction on the user's data: a span in each member and non-member sample (its third word, by
     character offsets on the sample table's ids) in userdata/phi.csv, and the overlay that names it."""
-    import re
 
     samples = pd.read_parquet(audit_run / "results/planted/samples/notes.parquet")
     chosen = samples[samples.role.isin(["member", "nonmember"])]
@@ -311,3 +317,79 @@ def test_the_guide_runs_from_notes_to_a_card(audit_run):
     assert len(phi) > 40 and len(texts) == 400
     for value in [MARKER, *(row["value"] for row in phi), *texts]:
         assert value not in card and value not in numbers
+
+
+# --------------------------------------------------------------------------------------------
+# the same audit with a reference pool: LiRA and RMIA beside the paper's attack and the zoo's
+
+
+#: the attacks that read a model in an audit with an online pool: the card's candidates
+POOL_CANDIDATES = ["loss", "likelihood_ratio", "zlib", "min_k", "min_k_plus_plus", "lira_offline",
+                   "lira_online", "rmia"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pool_run(audit_run):
+    """The audit of `target` (sample level) with a reference pool (run planted_pool): 3 references, each
+    the fixture's reference model fine-tuned for 8 epochs on half of 25 disjoint patients' records (which no
+    model saw) and half of the audited members' and non-members' patients; the audit table and the cards."""
+    pool = planted_texts()[600:700]
+    pd.DataFrame(
+        {"sample_id": [f"q{i}" for i in range(len(pool))], "group_id": [f"q{i // 4}" for i in range(len(pool))],
+         "text": pool}
+    ).to_csv(audit_run / "userdata" / "pool.csv", index=False)  # fmt: skip
+    config = yaml.safe_load((audit_run / "byo.yaml").read_text())
+    config["run"] = "planted_pool"
+    config["datasets"]["notes"]["shards"] = 1
+    config["audit"] |= {"targets": ["target"], "levels": ["sample"]}
+    config["references"] = {
+        "count": 3,
+        "pool": "userdata/pool.csv",
+        "dataset": "notes",
+        "init": "reference",
+        "settings": {"epochs": 8, "lr": 3e-3, "batch_size": 16, "warmup_ratio": 0.05, "seed": 0},
+        "online": True,
+    }
+    (audit_run / "pool.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    run_snakemake(audit_run, "results/planted_pool/tables/audit.md", "audit_cards", "--configfile", "pool.yaml")
+    return audit_run / "results" / "planted_pool"
+
+
+def test_an_audit_with_a_reference_pool_runs_lira_and_rmia(pool_run):
+    table = pd.read_csv(pool_run / "tables" / "audit.csv")
+    table = table[table["protocol"] == "corrected"]
+    for metric, most in (("auc", 1), ("tpr_at_fpr", 100)):  # a TPR in percent
+        values = table[table["metric"] == metric].groupby("attack")["value"].first()
+        assert set(values.index) == {*POOL_CANDIDATES, "blind"} and values.between(0, most).all(), metric
+    auc = table[table["metric"] == "auc"].set_index("attack")["value"]
+    # the target memorised its members: the pool's attacks find them as the paper's does
+    assert auc["lira_offline"] > 0.7 and auc["rmia"] > 0.7 and auc["likelihood_ratio"] > 0.8
+    # RMIA's a, tuned on the references alone, printed under the table
+    tuned = r"RMIA \(offline\): a = ([0-9.]+) \(tuned on the reference models\)\."
+    note = re.search(tuned, (pool_run / "tables" / "audit.md").read_text())
+    assert note and 0 <= float(note.group(1)) <= 1
+    # each reference trained on some of the pool's records and on audited members' and non-members' samples,
+    # never on the population's or the held-in members'
+    samples = pd.read_parquet(pool_run / "samples" / "notes.parquet").set_index("sample_id")
+    pool = set(pd.read_csv(pool_run.parents[1] / "userdata" / "pool.csv")["sample_id"])
+    for i in range(3):
+        ids = pd.read_parquet(pool_run / "references" / f"pool_ref_{i}.text.parquet")["sample_id"]
+        audited = ids[~ids.isin(pool)]
+        roles = samples.loc[audited, "role"]
+        assert set(roles) == {"member", "nonmember"} and ids.isin(pool).any(), i
+    # no text in a log, table, card or score (the sample table and the references' training texts hold it by
+    # design, and the references' copies of the test's tokenizer, learnt on the records, its words)
+    held = ("samples", "references", "models")
+    leaked = [str(p) for p in pool_run.rglob("*")
+              if p.is_file() and not set(held) & set(p.parts) and MARKER.encode() in p.read_bytes()]  # fmt: skip
+    assert not leaked, leaked
+
+
+def test_the_card_of_an_audit_with_a_pool_weighs_every_attack(pool_run):
+    numbers = json.loads((pool_run / "cards" / "target.json").read_text())
+    sample = numbers["membership"]["levels"]["sample"]
+    candidates = set(sample["selection_auc"])
+    assert candidates == set(POOL_CANDIDATES)
+    assert sample["strongest"] in candidates and "blind" in sample["attacks"]
+    card = (pool_run / "cards" / "target.md").read_text()
+    assert "chooses the strongest of 8 attacks" in card and "`blind`" in card

@@ -62,6 +62,12 @@ def byo() -> dict:
     }  # fmt: skip
 
 
+#: a reference pool for `byo()`: 4 references fine-tuned from a local model directory (`write_byo_files`) on
+#: the patients of pool.csv, disjoint from the audit's
+POOL = {"count": 4, "pool": "pool.csv", "dataset": "notes", "init": "public", "settings": {"epochs": 1}, "online": True}
+PUBLIC = {"models.public": {"path": "ckpt"}}
+
+
 def write_byo_files(folder) -> None:
     pd.DataFrame({"text": ["a b c", "d e f"], "group_id": ["p0", "p1"]}).to_csv(folder / "notes.csv", index=False)
     # checkpoints and tokenizers as files: 200 vocabulary rows with their own 200 tokens, with 5
@@ -72,6 +78,7 @@ def write_byo_files(folder) -> None:
             (folder / name / "config.json").write_text(f'{{"vocab_size": {rows}}}')
         (folder / name / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(tokens)))
     pd.DataFrame({"group_id": ["p0"], "kind": ["name"]}).to_csv(folder / "phi_no_value.csv", index=False)
+    pd.DataFrame({"sample_id": ["q0"], "group_id": ["q"], "text": ["g h i"]}).to_csv(folder / "pool.csv", index=False)
 
 
 # (id, base config, edits, fragments of the one-line message)
@@ -262,8 +269,40 @@ CASES = [
     ("dp-audit-without-dp-models", "byo", {"dp_audit": {}},
      ["config key dp_audit: no model the workflow trains has a dp setting"]),
     ("references-read-by-no-experiment", "byo",
-     {"references": {"count": 2, "pool": "notes.csv", "dataset": "notes", "settings": {"epochs": 1}}},
+     {"references": {"count": 2, "pool": "notes.csv", "dataset": "notes", "init": "reference", "settings": {"epochs": 1}},
+      "audit.attacks": ["loss", "likelihood_ratio"]},
      ["config key references: no experiment of config key audit reads the reference pool"]),
+    # an audit's attacks: each one the config can give its inputs (a pool, the paper's attack among them)
+    ("audit-attack-needs-a-pool", "byo", {"audit.attacks": ["loss", "likelihood_ratio", "rmia"]},
+     ["config key audit.attacks[2]: 'rmia' needs a reference pool (a references: section), which this config lacks"]),
+    ("audit-attack-unknown", "byo", {"audit.attacks": ["likelihood_ratio", "lira"]},
+     ["config key audit.attacks[1]: unknown attack 'lira' (known: blind, likelihood_ratio,"]),
+    ("audit-attack-online-only", "byo", {**PUBLIC, "references": dict(POOL, online=False),
+                                         "audit.attacks": ["likelihood_ratio", "lira_offline", "lira_online"]},
+     ["config key audit.attacks[2]: 'lira_online' needs reference models trained on half of the audited patients "
+      "(references.online: true)"]),
+    ("audit-attack-rmia-tuned-on-two", "byo", {**PUBLIC, "references": dict(POOL, count=2), "audit.attacks": ["likelihood_ratio", "rmia"]},
+     ["config key audit.attacks[1]: 'rmia' needs at least 3 reference models trained on half of the audited patients "
+      "to tune a: auto (references.online: true, references.count >= 3; here online is true, count 2), or a fixed "
+      "attacks.rmia.a"]),
+    ("audit-attacks-without-the-papers", "byo", {"audit.attacks": ["loss", "zlib"]},
+     ["config key audit.attacks: leaves out likelihood_ratio, the paper's attack that every audit card reports"]),
+    ("audit-dataset-imported", "paper_scores.yaml",
+     {"models": {"base": HUB, "pubmed": HUB},
+      "audit": {"dataset": "long", "targets": ["base"], "references": ["pubmed"], "nonmembers": ["mimic"], "population": "i2b2"}},
+     ["config key audit.dataset: 'long' is an imported score set (imported.datasets); an audit scores the text of a "
+      "dataset of sample files"]),
+    ("audit-pool-of-another-dataset", "byo", {"datasets.other": {"files": [{"path": "notes.csv"}], "columns": {"text": "text", "group": "group_id"}},
+                                              **PUBLIC, "references": dict(POOL, dataset="other")},
+     ["config key references.dataset: 'other' is not the audit's dataset 'notes' (audit.dataset)"]),
+    ("audit-pool-continues-a-target", "byo", {**PUBLIC, "references": dict(POOL, init="target")},
+     ["config key references.init: 'target' is an audited target (audit.targets)"]),
+    ("references-without-init-or-the-world", "byo", {"references": {"count": 4, "pool": "pool.csv", "dataset": "notes",
+                                                                    "settings": {"epochs": 1}}},
+     ["config key references.init: needed without the embedded world (a corpus: section)"]),
+    ("references-world-pool-without-the-world", "byo", {**PUBLIC, "references": dict(POOL, pool="domain")},
+     ["config key references.pool: 'domain' is a corpus of the embedded world (a corpus: section), which this config "
+      "lacks"]),
     ("training-text-missing", "byo", {"models.target.training_text": "gone.csv"},
      ["config key models.target.training_text: file not found: gone.csv"]),
     ("tokenizer-missing", "byo", {"models.target.tokenizer": "data/tokenizers/gone"},
@@ -311,6 +350,10 @@ PASSES = [
     ("samples-at-the-world", "ci.yaml", {"samples.counts.member.mimic": {"short": 125, "long": 125}}),
     ("neighbours-subsample-at-the-samples", "ci.yaml", {"neighbours.subsample": {"nonmember": {"mimic": {"short": 2, "long": 16}}}}),
     ("dexposure-entity-of-a-measured-class", "ci.yaml", {"dexposure.entities": {"PERSON": "Ann"}}),
+    ("audit-with-a-pool", "byo", {**PUBLIC, "references": POOL}),
+    ("audit-rmia-fixed-a-offline", "byo", {**PUBLIC, "references": dict(POOL, online=False, count=2),
+                                           "attacks": {"rmia": {"a": 0.5}}, "audit.attacks": ["likelihood_ratio", "rmia"]}),
+    ("audit-rmia-tuned-on-three", "byo", {**PUBLIC, "references": dict(POOL, count=3), "audit.attacks": ["likelihood_ratio", "rmia"]}),
     ("audit-cards-chosen", "ci.yaml", {"audit_cards.models": ["large"], "audit_cards.experiments": {"base": "base_long_i2b2"},
                                        "audit_cards.vocabulary_kinds": ["surname"]}),
 ]  # fmt: skip
@@ -524,6 +567,8 @@ E2E = [
     "shadow-alice-unknown",
     "dp-with-mdlm",
     "shadow-group-size-over-the-probes",
+    "audit-attack-needs-a-pool",
+    "audit-attack-unknown",
 ]
 
 

@@ -524,7 +524,7 @@ def test_an_audit_refuses_a_model_against_itself():
     audit = {"dataset": "d", "targets": ["m"], "references": ["m"], "nonmembers": ["x"], "population": "y",
              "lengths": ["all"], "energies": ["masked"], "levels": ["sample"], "alpha": 0.1}  # fmt: skip
     with pytest.raises(UserError, match="audit.references: 'm' is also a target"):
-        audit_spec(audit, {"d": {}}, {"m": {}})
+        audit_spec({"audit": audit, "datasets": {"d": {}}, "models": {"m": {}}})
 
 
 def test_shards_are_clamped_to_the_samples_with_a_warning(tmp_path, caplog):

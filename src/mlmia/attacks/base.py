@@ -114,6 +114,13 @@ class Attack:
         """Whether a row's statistic depends on the other rows of the table it is given."""
         return not self.row_local
 
+    def references_lack(self, count: int, online: bool) -> str | None:
+        """What a reference pool of `count` models, each trained on a random half of the pool's
+        patients and, when `online`, of the audited (member and non-member) patients
+        (`mlmia.data.splits`), lacks for this attack's statistic, in words (None: nothing). Only
+        an attack that reads the pool (input role ``references``) can lack anything."""
+        return None
+
     def columns(self) -> list[str]:
         """The attack-table columns this attack reads."""
         out = [input_column(role, column) for role, columns in self.inputs.items() for column in columns]
@@ -196,6 +203,13 @@ def attack_names() -> list[str]:
     """Every registered attack's name, built-in ones first."""
     _discover()
     return list(_registry)
+
+
+def builtin_attack_names() -> list[str]:
+    """The registered attacks of this package's modules (not an entry point's, nor one `register`ed
+    at run time), in the registry's order."""
+    _discover()
+    return [name for name, cls in _registry.items() if cls.__module__.startswith(f"{LOADS_BY_NAME}.")]
 
 
 def get_attack(name: str, params: dict | None = None) -> Attack:

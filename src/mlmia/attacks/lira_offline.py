@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.shared import check_lira_params, gaussian_fit, reference_sides, row_ids
+from mlmia.attacks.shared import check_lira_params, gaussian_fit, lira_references_lack, reference_sides, row_ids
 
 
 class LiraOffline(Attack):
@@ -49,6 +49,9 @@ class LiraOffline(Attack):
 
     def reads_other_rows(self) -> bool:
         return self.params["variance"] == "global"  # σ pooled over the table's rows
+
+    def references_lack(self, count: int, online: bool) -> str | None:
+        return lira_references_lack(self.name, self.params, count, online, ("OUT",))
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         variance, floor = check_lira_params(self.name, self.params)

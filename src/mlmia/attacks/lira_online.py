@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.shared import check_lira_params, gaussian_fit, reference_sides, row_ids
+from mlmia.attacks.shared import check_lira_params, gaussian_fit, lira_references_lack, reference_sides, row_ids
 
 
 def log_normal(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
@@ -45,6 +45,9 @@ class LiraOnline(Attack):
 
     def reads_other_rows(self) -> bool:
         return self.params["variance"] == "global"  # σ pooled over the table's rows
+
+    def references_lack(self, count: int, online: bool) -> str | None:
+        return lira_references_lack(self.name, self.params, count, online, ("IN", "OUT"))
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         # References train on halves of the audited (member and non-member) patients only:

@@ -176,6 +176,19 @@ class Rmia(Attack):
     tuning = "tuned on the reference models"
     parameters = {"a": AUTO, "a_grid": GRID, "gamma": 1.0}
 
+    def references_lack(self, count: int, online: bool) -> str | None:
+        """`a: auto` is tuned by attacking each reference with the others (`tune_a`): it needs
+        references trained on some of the audited samples and not on others, and three of them
+        (with two, the other reference is OUT exactly where the attacked one is IN)."""
+        a, _, _ = _check(self.name, self.params)
+        if a is None and (not online or count < 3):
+            return (
+                "at least 3 reference models trained on half of the audited patients to tune a: auto "
+                f"(references.online: true, references.count >= 3; here online is {str(online).lower()}, count {count}), "
+                "or a fixed attacks.rmia.a"
+            )
+        return None
+
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         a, grid, gamma = _check(self.name, self.params)
         if "role" not in table.columns:

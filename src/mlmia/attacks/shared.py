@@ -75,6 +75,25 @@ def check_lira_params(attack: str, params: dict) -> tuple[str, float]:
     return variance, floor
 
 
+def lira_references_lack(attack: str, params: dict, count: int, online: bool, sides: tuple[str, ...]) -> str | None:
+    """What a pool of `count` references (online or not) lacks for a LiRA attack fitting Gaussians
+    to the reference energies of `sides` ("IN", "OUT") with its `variance`: each audited sample is IN
+    for ⌊M/2⌋ or ⌈M/2⌉ references online (OUT for the rest), for none offline, and a population
+    sample for none. Per sample, σ needs two references of each side for every row; a global σ
+    needs some row with two (the population's OUT rows have all M)."""
+    variance, _ = check_lira_params(attack, params)
+    if "IN" in sides and not online:
+        return "reference models trained on half of the audited patients (references.online: true)"
+    least = 2
+    if variance == "per_sample" and online:
+        least = 4  # ⌊M/2⌋ >= 2 references on each side of every audited sample
+    elif "IN" in sides:
+        least = 3  # a sample IN for two of them
+    if count < least:
+        return f"at least {least} reference models with variance {variance} (references.count is {count})"
+    return None
+
+
 def _reference_rows(table: pd.DataFrame, attack: str):
     """Each row's (id, reference energies, IN flags), checked: as many flags as energies, finite energies."""
     for sid, energies, member in zip(

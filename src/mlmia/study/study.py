@@ -93,7 +93,7 @@ class Study(Validation, ExperimentNeeds, Plans):
             if config.get(key):
                 config[key] = _found(config[key], workflow_dir)
         if "audit" in config:
-            spec = audit_spec(config["audit"], config.get("datasets", {}), config.get("models", {}))
+            spec = audit_spec(config)
             name = "config key audit"
         else:
             spec = load_yaml(config["tables_spec"], "tables_spec")

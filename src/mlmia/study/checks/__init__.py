@@ -8,8 +8,8 @@ Every refusal is a `UserError` of one line naming the config key as the user wro
 - `names`: the run's folder, the names the studies reserve, every key that names a model or a
   sample table, a reference that is its own target or saw the patients;
 - `models`: where each model comes from, and no setting that cannot apply to it;
-- `world`: the sections only the embedded world reads, the samples it can give, the sources, the
-  neighbour subsample;
+- `world`: the sections only the embedded world reads (a reference pool without it), the samples it
+  can give, the sources, the neighbour subsample;
 - `studies`: the canaries', d-exposure's, the DP audit's, the imported scores' and the audit cards' settings;
 - `shadow`: the shadow protocols' subcorpora and sizes, derived from the config (no corpus built);
 - `training` (on the study): the trainer's own rules on every trained model's settings.
@@ -38,6 +38,7 @@ from mlmia.study.checks.studies import (
 from mlmia.study.checks.world import (
     check_extraction_sources,
     check_neighbour_subsample,
+    check_references,
     check_samples,
     check_world_sections,
 )
@@ -47,6 +48,7 @@ CHECKS = (
     check_run,
     check_reserved,
     check_world_sections,
+    check_references,
     check_models,
     check_named_models,
     check_attacks,

@@ -5,7 +5,7 @@ patients' sentences), and the sources a study names."""
 from __future__ import annotations
 
 from mlmia.study.checks.refusal import has_world, refused
-from mlmia.vocabulary.layout import WORLD_SETS
+from mlmia.vocabulary.layout import CORPORA, WORLD_SETS
 
 #: config sections that only the embedded world reads
 WORLD_SECTIONS = ("samples", "dp_corpus", "shadow", "shadow_mt")
@@ -20,6 +20,27 @@ def check_world_sections(config: dict) -> None:
     for section in WORLD_SECTIONS:
         if section in config:
             raise refused(section, "needs the embedded world (a corpus: section); without one it would be left out")
+
+
+def check_references(config: dict) -> None:
+    """Without the embedded world, a reference pool trains on a table file and continues a model
+    (`references.init`): the world's corpora and its tokenizer, which a pool trained from scratch
+    takes, are not there."""
+    references = config.get("references")
+    if not references or has_world(config):
+        return
+    if references["pool"] in CORPORA:
+        raise refused(
+            "references.pool",
+            f"{references['pool']!r} is a corpus of the embedded world (a corpus: section), which this config lacks; "
+            "give a table with sample_id, group_id, text",
+        )
+    if not references.get("init"):
+        raise refused(
+            "references.init",
+            "needed without the embedded world (a corpus: section): each reference continues this model, with its "
+            "tokenizer (a pool from scratch takes the world's tokenizer)",
+        )
 
 
 def check_samples(config: dict) -> None:

@@ -1,0 +1,164 @@
+"""The attacks of a bring-your-own audit (config `audit:`, `mlmia.study.audit`), planned from the
+config alone (nothing trained or scored; the end-to-end run with a reference pool is in
+tests/test_byo.py): by default every built-in attack the config gives its inputs without scoring
+another energy kind, with a `references:` pool LiRA and RMIA too; `audit.attacks` overrides the
+list; the pool never trains on the population or the held-in members. The refusals are cases of
+tests/test_config_checks.py (docs/bad_inputs.md)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+from workflow_helpers import REPO
+
+from mlmia.core.errors import UserError
+from mlmia.data.splits import reference_splits
+from mlmia.study.plans.cards import card_settings
+from mlmia.study.study import Study
+
+#: what an audit without a pool carries: the paper's two, the zoo's attacks on the target's own scores, blind
+WITHOUT_POOL = ["loss", "likelihood_ratio", "zlib", "min_k", "min_k_plus_plus", "blind"]
+#: patients of each role in the audit's sample table (one source, "clinic"), and of the pool's table
+PATIENTS = {"member": 6, "member_heldin": 3, "nonmember": 5, "population": 4}
+POOL_PATIENTS = 5
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The audit's sample table (two samples per patient), a disjoint pool and a local model directory."""
+    folder = tmp_path_factory.mktemp("audit_attacks")
+    rows = [
+        {"sample_id": f"{role}{p}_{s}", "group_id": f"{role}{p}", "role": role, "text": f"words of {role} {p} {s}"}
+        for role, n in PATIENTS.items()
+        for p in range(n)
+        for s in range(2)
+    ]
+    pd.DataFrame(rows).to_csv(folder / "notes.csv", index=False)
+    pool = [{"sample_id": f"q{p}_{s}", "group_id": f"q{p}", "text": f"pool words {p} {s}"} for p in range(POOL_PATIENTS)
+            for s in range(2)]  # fmt: skip
+    pd.DataFrame(pool).to_csv(folder / "pool.csv", index=False)
+    (folder / "public").mkdir()
+    (folder / "public" / "config.json").write_text('{"vocab_size": 20}')
+    (folder / "public" / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(20)))
+    return folder
+
+
+def audit_config(files, references: dict | None = None, **audit) -> dict:
+    config = {
+        "run": "audit_attacks",
+        "datasets": {"notes": {"files": [{"path": str(files / "notes.csv"), "source": "clinic"}],
+                               "columns": {"text": "text", "group": "group_id", "role": "role", "id": "sample_id"}}},
+        "models": {"target": {"path": "bert-base-uncased"}, "reference": {"path": "distilbert-base-uncased"},
+                   "public": {"path": str(files / "public")}},
+        "audit": {"dataset": "notes", "targets": ["target"], "references": ["reference"], "nonmembers": ["clinic"],
+                  "population": "clinic", "energies": ["masked", "normalized"], **audit},
+    }  # fmt: skip
+    if references is not None:
+        config["references"] = {"count": 4, "pool": str(files / "pool.csv"), "dataset": "notes", "init": "public",
+                                "settings": {"epochs": 1}, **references}  # fmt: skip
+    return config
+
+
+def study(config: dict) -> Study:
+    return Study.from_config(copy.deepcopy(config), REPO)
+
+
+def test_without_a_pool_an_audit_carries_the_attacks_of_its_own_scores(files):
+    s = study(audit_config(files))
+    assert len(s.experiments) == 2 and not s.reference_models()
+    for name, experiment in s.experiments.items():
+        assert s.experiment_attacks(name) == sorted(WITHOUT_POOL)
+        assert experiment.references is None and not experiment.neighbours
+        # nothing scored beyond the target's and the reference's energies of the experiment's own kind: Min-K%(++)
+        # read the per-token evidence of that scoring (the normalized experiment's: every position masked alone)
+        kind = experiment.energy
+        assert s.score_inputs(name) == {
+            f"target__{kind}": ("notes", "target", kind),
+            f"reference__{kind}": ("notes", "reference", kind),
+        }
+    # the card chooses the strongest among every attack that reads a model; blind beside it
+    card = card_settings(s, "target")
+    assert sorted(card["attacks"]) == sorted(set(WITHOUT_POOL) - {"blind"}) and card["baselines"] == ["blind"]
+
+
+def test_the_paper_rows_stay_and_every_other_attack_gets_its_own(files):
+    rows = [row["label"] for row in study(audit_config(files)).rows("audit")]
+    paper = ["AUC (A)", "AUC (B)", "Prec. (A, pop.)", "Rec. (A, pop.)", "Prec. (B)", "Rec. (B)", "TPR@1%FPR (B)",
+             "TPR@10%FPR (B)"]  # fmt: skip
+    counts = [f"{what} ({role})" for role in ("member", "non-member", "population") for what in ("samples", "patients")]
+    assert rows[: len(paper)] == paper and rows[-len(counts) :] == counts
+    assert rows[len(paper) : -len(counts)] == [
+        "AUC: Min-K%", "AUC: Min-K%++", "AUC: zlib ratio", "AUC: blind (bag of words)",
+        "TPR@1%FPR (A)", "TPR@1%FPR: Min-K%", "TPR@1%FPR: Min-K%++", "TPR@1%FPR: zlib ratio",
+        "TPR@1%FPR: blind (bag of words)",
+    ]  # fmt: skip
+    # the paper's two alone: the paper's overview rows and the loss's TPR at 1% FPR
+    only = study(audit_config(files, attacks=["loss", "likelihood_ratio"]))
+    assert [row["label"] for row in only.rows("audit")] == [*paper, "TPR@1%FPR (A)", *counts]
+    assert all(only.experiment_attacks(name) == ["likelihood_ratio", "loss"] for name in only.experiments)
+
+
+def test_with_a_pool_an_audit_also_carries_lira_and_rmia(files):
+    s = study(audit_config(files, references={}))
+    pool = ["pool_ref_0", "pool_ref_1", "pool_ref_2", "pool_ref_3"]
+    assert s.reference_models() == pool
+    for name, experiment in s.experiments.items():
+        assert experiment.references == "pool"
+        assert s.experiment_attacks(name) == sorted([*WITHOUT_POOL, "lira_offline", "lira_online", "rmia"])
+        kind = experiment.energy
+        assert {k: v for k, v in s.score_inputs(name).items() if k.startswith("references.")} == {
+            f"references.{i}__{kind}": ("notes", model, kind) for i, model in enumerate(pool)
+        }
+    assert s.training_spec("pool_ref_0")["init"] == "public"
+    assert s.training_spec("pool_ref_0")["text"] == "results/audit_attacks/references/pool_ref_0.text.parquet"
+    assert s.training_tokenizer("pool_ref_0") == str(files / "public")
+    labels = {row["label"] for row in s.rows("audit")}
+    assert {"AUC: LiRA (offline)", "AUC: LiRA (online)", "AUC: RMIA (offline)", "TPR@1%FPR: RMIA (offline)"} <= labels
+    # offline: no IN reference, so neither online LiRA nor RMIA's a: auto (a fixed a runs)
+    offline = study(audit_config(files, references={"online": False}))
+    assert offline.experiment_attacks(next(iter(offline.experiments))) == sorted([*WITHOUT_POOL, "lira_offline"])
+    fixed = audit_config(files, references={"online": False}) | {"attacks": {"rmia": {"a": 0.3}}}
+    assert "rmia" in study(fixed).experiment_attacks(next(iter(offline.experiments)))
+    # audit.attacks overrides the list, in its own order
+    chosen = study(audit_config(files, references={}, attacks=["likelihood_ratio", "rmia"]))
+    assert chosen.experiment_attacks(next(iter(chosen.experiments))) == ["likelihood_ratio", "rmia"]
+
+
+def test_the_neighbourhood_attack_when_named_reads_neighbour_texts(files):
+    config = audit_config(files, attacks=["likelihood_ratio", "neighbourhood"])
+    with pytest.raises(UserError) as info:  # the default proposer, ref_general, is no model of this config
+        study(config)
+    assert str(info.value) == (
+        "config key audit.attacks[1]: 'neighbourhood' needs neighbour texts from neighbours.model ('ref_general' is "
+        "not a configured model)"
+    )
+    s = study(config | {"neighbours": {"model": "public"}})
+    name = next(iter(s.experiments))
+    assert s.experiments[name].neighbours and s.score_inputs(name)["neighbours__masked"] == (
+        "notes~neighbours", "target", "masked"
+    )  # fmt: skip
+
+
+def test_the_pool_never_trains_on_the_population_or_the_held_in_members(files):
+    """The splits the workflow's job draws (`mlmia.data.splits.reference_splits`, with the study's
+    settings): each reference trains on half of the pool's patients and half of the audited members'
+    and non-members', never on a population or held-in patient."""
+    s = study(audit_config(files, references={}))
+    settings = s.reference_split_settings()
+    assert settings["dataset"] == "notes" and settings["online"]
+    samples = pd.read_csv(files / "notes.csv")
+    pool = pd.read_csv(files / "pool.csv")
+    names = s.reference_pool()
+    splits, texts = reference_splits(pool, samples, names, settings["seed"], settings["online"])
+    roles = samples.drop_duplicates("group_id").set_index("group_id")["role"]
+    trained = {name: set(text["group_id"]) for name, text in texts.items()}
+    for patient in [*roles.index, *pool["group_id"].unique()]:
+        count = sum(patient in groups for groups in trained.values())
+        expected = 0 if roles.get(patient) in ("population", "member_heldin") else len(names) // 2
+        assert count == expected, patient
+    inside = splits.merge(samples[["sample_id", "role"]], on="sample_id")
+    assert not inside[inside.role.isin(["population", "member_heldin"])]["in"].any()
+    assert np.isclose(inside[inside.role.isin(["member", "nonmember"])]["in"].mean(), 0.5)
