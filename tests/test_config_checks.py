@@ -108,6 +108,14 @@ CASES = [
      ["config key models.base: gives both corpus (a world corpus to train on) and path"]),
     ("tokenizer-of-a-trained-model", "ci.yaml", {"models.base.tokenizer": "bert-base-uncased"},
      ["config key models.base: unknown key(s) tokenizer"]),
+    ("public-tokenizer-of-a-world-model", "ci.yaml", {"models.base.public_tokenizer": True},
+     ["config key models.base.public_tokenizer: 'base' is trained by the workflow with the world's tokenizer, learnt "
+      "on the world's corpora (private); leave public_tokenizer out"]),
+    ("public-tokenizer-against-its-init", "ci.yaml",
+     {"models.given": {**HUB, "public_tokenizer": True},
+      "models.tuned": {"corpus": "target", "init": "given", "public_tokenizer": False}},
+     ["config key models.tuned.public_tokenizer: 'tuned' is trained by the workflow with the tokenizer of 'given', "
+      "which it continues (public)"]),
     ("training-setting-of-a-given-model", "ci.yaml", {"models.given": {**HUB, "epochs": 3}},
      ["config key models.given.epochs: 'given' is given by path: the workflow does not train it"]),
     ("architecture-of-a-continued-model", "ci.yaml", {"models.base_pp.dropout": 0},
@@ -311,6 +319,10 @@ PASSES = [
     ("samples-at-the-world", "ci.yaml", {"samples.counts.member.mimic": {"short": 125, "long": 125}}),
     ("neighbours-subsample-at-the-samples", "ci.yaml", {"neighbours.subsample": {"nonmember": {"mimic": {"short": 2, "long": 16}}}}),
     ("dexposure-entity-of-a-measured-class", "ci.yaml", {"dexposure.entities": {"PERSON": "Ann"}}),
+    ("public-tokenizer-as-inherited", "ci.yaml", {"models.base.public_tokenizer": False,
+                                                  "models.given": {**HUB, "public_tokenizer": True},
+                                                  "models.tuned": {"corpus": "target", "init": "given",
+                                                                   "public_tokenizer": True}}),
     ("audit-cards-chosen", "ci.yaml", {"audit_cards.models": ["large"], "audit_cards.experiments": {"base": "base_long_i2b2"},
                                        "audit_cards.vocabulary_kinds": ["surname"]}),
 ]  # fmt: skip

@@ -34,7 +34,7 @@ from mlmia.core.io import write_text
 from mlmia.core.provenance import file_digest
 from mlmia.report.card_attacks import REPORT, SELECTION, membership
 from mlmia.report.markdown import markdown_table
-from mlmia.report.vocabulary import is_separated, vocabulary_markdown
+from mlmia.report.vocabulary import PUBLIC, is_public, is_separated, public_line, vocabulary_markdown
 
 SECTIONS = {"extraction": "PHI extraction", "canaries": "Canary exposure", "dp": "Differential privacy",
             "vocabulary": "Vocabulary check"}  # fmt: skip
@@ -220,6 +220,8 @@ def dp_lines(record: dict, section: dict) -> list[str]:
 
 def vocabulary_lines(rows: pd.DataFrame, section: dict) -> list[str]:
     first = rows.iloc[0]
+    if is_public(rows):
+        return [public_line(first["tokenizer"])]
     separated = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples() if is_separated(r.separated)})
     return [
         f"How many of the patients' identifying values ({section['values']}) this model's tokenizer "
@@ -293,7 +295,9 @@ def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list
     if sections["dp"]["run"]:
         record = _read(inputs, "dp_record")
         lines.append(f"- DP audit: {'passes' if not record['failures'] else 'FAILS'}.")
-    if sections["vocabulary"]["run"]:
+    if sections["vocabulary"]["run"] and is_public(_read(inputs, "vocabulary")):
+        lines.append(f"- vocabulary: the tokenizer is {PUBLIC}.")
+    elif sections["vocabulary"]["run"]:
         rows = _read(inputs, "vocabulary")
         kinds = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples()
                         if is_separated(r.separated) and r.value > 0})  # fmt: skip
