@@ -211,10 +211,13 @@ def tokenizer_source(model):
 
 def vocabulary_inputs(wildcards):
     """What one model's vocabulary check reads (rules/extraction.smk, whose plan is EXTRACT): the
-    identifying values, and its tokenizer's directory or file unless that is a hub id.
+    identifying values (none for a tokenizer the config marks public: nothing is counted), and its
+    tokenizer's directory or file unless that is a hub id.
     """
     source = tokenizer_source(wildcards.model)
     tokenizer = {} if is_hub_id(source) else {"tokenizer": source}
+    if STUDY.public_tokenizer(wildcards.model):
+        return tokenizer
     return {"identifiers": EXTRACT.files["identifiers"]} | tokenizer
 
 

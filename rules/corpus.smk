@@ -39,10 +39,13 @@ rule dp_private_text:
         "../workflow/scripts/dp_private_text.py"
 
 
+# with tokenizer.min_patients, the length buckets come from the tokenizer learnt without it, built again
+# from the corpora (length_corpora; none without it): the remedy leaves the scored sentences as they were
 rule select_samples:
     input:
         world=WORLD_PLAN.outputs["corpora"]["samples"],
         tokenizer=WORLD_PLAN.outputs["tokenizer"]["tokenizer"],
+        corpora=WORLD_PLAN.files["length_corpora"],
     output:
         **WORLD_PLAN.outputs["samples"],
     log:
@@ -51,6 +54,7 @@ rule select_samples:
         "../envs/mlmia.yaml"
     params:
         samples=WORLD_PLAN.settings["samples"],
+        length_tokenizer=WORLD_PLAN.settings["length_tokenizer"],
         code=library_code("select_samples.py"),
     script:
         "../workflow/scripts/select_samples.py"

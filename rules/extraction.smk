@@ -72,7 +72,8 @@ rule extraction_report:
 
 # The vocabulary check (mlmia.memorization.vocabulary_check): each patient's identifying values with
 # its role (the world's names, physicians and states, or the user's PHI table), temporary as the
-# values above; each model's counts from its own tokenizer; the table of the target and the reference.
+# values above; each model's counts from its own tokenizer (a tokenizer the config marks public: one row that
+# says so, nothing counted); the table of the target and the reference.
 rule extraction_identifiers:
     input:
         **EXTRACT.files["values_inputs"],
@@ -104,6 +105,7 @@ rule extraction_vocabulary:
     params:
         settings=EXTRACT.settings["vocabulary"],
         tokenizer=lambda wildcards: tokenizer_source(wildcards.model),
+        public=lambda wildcards: STUDY.public_tokenizer(wildcards.model),
         code=library_code("extraction_vocabulary.py"),
     script:
         "../workflow/scripts/extraction_vocabulary.py"

@@ -315,6 +315,25 @@ def test_the_dp_verdict_says_whether_the_audits_refuted_the_claim_never_that_it_
         assert "pass" not in verdict and "safe" not in verdict
 
 
+def test_a_card_says_a_public_tokenizer_is_public(tmp_path):
+    """A tokenizer the config marks public (models.<name>.public_tokenizer): the vocabulary section and
+    the summary say so, no shares (nothing learnt from the owner's notes to count)."""
+    from mlmia.memorization.vocabulary_check import public_check
+    from mlmia.report.vocabulary import PUBLIC
+
+    files = study_files(tmp_path)
+    public_check("target", "bert-base-uncased (hub)").to_csv(files["vocabulary"], index=False)
+    sections = {key: {"run": False, "why": f"no {key} here"} for key in ("extraction", "canaries", "dp")}
+    sections["vocabulary"] = {"run": True, "kinds": None, "values": "extraction.phi"}
+    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json", "roc": tmp_path / "card_roc.png"}
+    write_card(card_settings(sections), files, outputs, "cfg123", "code456")
+    text = outputs["card"].read_text()
+    assert f"- vocabulary: the tokenizer is {PUBLIC}." in text
+    section = text.split("## Vocabulary check\n\n")[1].split("\n## ")[0]
+    assert section.startswith(f"Tokenizer bert-base-uncased (hub): {PUBLIC}") and "|" not in section
+    assert json.loads(outputs["numbers"].read_text())["vocabulary"][0]["row"] == "public"
+
+
 # --------------------------------------------------------------------------- the cards of the CI run
 
 

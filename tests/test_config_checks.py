@@ -115,6 +115,14 @@ CASES = [
      ["config key models.base: gives both corpus (a world corpus to train on) and path"]),
     ("tokenizer-of-a-trained-model", "ci.yaml", {"models.base.tokenizer": "bert-base-uncased"},
      ["config key models.base: unknown key(s) tokenizer"]),
+    ("public-tokenizer-of-a-world-model", "ci.yaml", {"models.base.public_tokenizer": True},
+     ["config key models.base.public_tokenizer: 'base' is trained by the workflow with the world's tokenizer, learnt "
+      "on the world's corpora (private); leave public_tokenizer out"]),
+    ("public-tokenizer-against-its-init", "ci.yaml",
+     {"models.given": {**HUB, "public_tokenizer": True},
+      "models.tuned": {"corpus": "target", "init": "given", "public_tokenizer": False}},
+     ["config key models.tuned.public_tokenizer: 'tuned' is trained by the workflow with the tokenizer of 'given', "
+      "which it continues (public)"]),
     ("training-setting-of-a-given-model", "ci.yaml", {"models.given": {**HUB, "epochs": 3}},
      ["config key models.given.epochs: 'given' is given by path: the workflow does not train it"]),
     ("architecture-of-a-continued-model", "ci.yaml", {"models.base_pp.dropout": 0},
@@ -354,6 +362,10 @@ PASSES = [
     ("audit-rmia-fixed-a-offline", "byo", {**PUBLIC, "references": dict(POOL, online=False, count=2),
                                            "attacks": {"rmia": {"a": 0.5}}, "audit.attacks": ["likelihood_ratio", "rmia"]}),
     ("audit-rmia-tuned-on-three", "byo", {**PUBLIC, "references": dict(POOL, count=3), "audit.attacks": ["likelihood_ratio", "rmia"]}),
+    ("public-tokenizer-as-inherited", "ci.yaml", {"models.base.public_tokenizer": False,
+                                                  "models.given": {**HUB, "public_tokenizer": True},
+                                                  "models.tuned": {"corpus": "target", "init": "given",
+                                                                   "public_tokenizer": True}}),
     ("audit-cards-chosen", "ci.yaml", {"audit_cards.models": ["large"], "audit_cards.experiments": {"base": "base_long_i2b2"},
                                        "audit_cards.vocabulary_kinds": ["surname"]}),
 ]  # fmt: skip

@@ -199,6 +199,25 @@ def test_the_mimic_population_changes_no_other_row_of_the_world_or_of_the_sample
     )
 
 
+def test_min_patients_leaves_the_scored_samples_as_they_were(world, tmp_path):
+    """tokenizer.min_patients splits rare words into more tokens, so it would move sentences across
+    the length buckets: the buckets are the tokenizer's learnt without it (`length_tokenizer`), the
+    token counts the scoring tokenizer's."""
+    corpora = [world[k] for k in ("target", "target_named", "domain", "general")]
+    texts, groups = pd.concat([c["text"] for c in corpora]), pd.concat([c["group_id"] for c in corpora])
+    plain = train_tokenizer(texts, tmp_path / "plain", vocab_size=1500, min_frequency=2)
+    shared = train_tokenizer(texts, tmp_path / "shared", vocab_size=1500, min_frequency=2, groups=groups.tolist(),
+                             min_patients=3)  # fmt: skip
+    counts = {"member": {"mimic": 3}, "member_heldin": {"mimic": 1}, "nonmember": {"mimic": 2, "i2b2": 2},
+              "population": {"i2b2": 1}}  # fmt: skip
+    before = select_samples(world["samples"], plain, counts, ["long"], 0)
+    after = select_samples(world["samples"], shared, counts, ["long"], 0, length_tokenizer=plain)
+    pd.testing.assert_frame_equal(after.drop(columns="n_tokens"), before.drop(columns="n_tokens"))
+    tokens = [len(shared.tokenize(t)) for t in after["text"]]
+    assert after["n_tokens"].tolist() == tokens and (after["n_tokens"] >= before["n_tokens"]).all()
+    assert (after["n_tokens"] > before["n_tokens"]).any()
+
+
 def test_the_dp_private_text_adds_new_patients_and_never_a_world_sample(world):
     """The DP targets' text: the target's lines first, then the new patients' (ids of their own, a
     stream of their own: the same with or without the rest of the world); a new line whose text is

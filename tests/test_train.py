@@ -15,7 +15,14 @@ from mlmia.core.errors import UserError
 from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
 from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
 from mlmia.models.settings import model_settings
-from mlmia.models.tokenizer import SPECIAL_TOKENS, tokenizer_from_tables, train_tokenizer, word_counts, wordpiece_vocab
+from mlmia.models.tokenizer import (
+    SPECIAL_TOKENS,
+    tokenizer_from_tables,
+    train_tokenizer,
+    word_counts,
+    word_patients,
+    wordpiece_vocab,
+)
 from mlmia.models.training import masked_lm_loss, train_mlm
 from mlmia.training_job import train_from_table
 from mlmia.vocabulary.schema import defaults, schema_path, validate
@@ -232,6 +239,63 @@ def test_vocabulary_matches_the_slow_recipe():
             counts["".join(rng.choice(letters) for _ in range(rng.randint(1, 8)))] += rng.randint(1, 5)
         size, min_frequency = rng.randint(5, 80), rng.randint(1, 4)
         assert wordpiece_vocab(counts, size, min_frequency) == _naive_wordpiece_vocab(counts, size, min_frequency)
+
+
+def test_min_patients_keeps_words_many_patients_share(tmp_path):
+    """tokenizer.min_patients by hand: "zorbaxil" fills one patient's notes (40 times), "quenby"
+    is written by three patients (twice each); with min_patients 2 the first is no entry and
+    the second is whole, every text still reads without [UNK], and nothing of the first but
+    its characters is an entry. Without it, both are whole."""
+    texts, groups = [], []
+    for i in range(10):  # the filler every patient writes
+        texts.append(f"the patient is stable on day {i} .")
+        groups.append(f"p{i % 5}")
+    texts += ["zorbaxil zorbaxil zorbaxil zorbaxil"] * 10
+    groups += ["p0"] * 10
+    for patient in ("p1", "p2", "p3"):
+        texts += ["quenby came ."] * 2
+        groups += [patient] * 2
+    assert word_patients(texts, groups)["zorbaxil"] == 1 and word_patients(texts, groups)["quenby"] == 3
+    assert word_patients(texts, groups)["the"] == 5
+    plain = train_tokenizer(texts, tmp_path / "plain", vocab_size=10**4, min_frequency=2)
+    assert plain.tokenize("zorbaxil quenby") == ["zorbaxil", "quenby"]
+    shared = train_tokenizer(texts, tmp_path / "shared", vocab_size=10**4, min_frequency=2, groups=groups,
+                             min_patients=2)  # fmt: skip
+    vocab = shared.get_vocab()
+    assert "quenby" in vocab and "patient" in vocab and "zorbaxil" not in vocab
+    # zorbaxil adds its characters and nothing else: the vocabulary learnt without its lines, and them
+    without = set(wordpiece_vocab(word_counts([t for t in texts if "zorbaxil" not in t]), 10**4, 2))
+    characters = set("zorbaxil") | {"##" + c for c in "orbaxil"}
+    assert set(vocab) - without == characters - without and "##x" in set(vocab) - without
+    assert shared.tokenize("quenby") == ["quenby"] and len(shared.tokenize("zorbaxil")) > 1
+    for text in texts:  # every text reads back, no [UNK]
+        tokens = shared.tokenize(text)
+        assert "[UNK]" not in tokens and " ".join(tokens).replace(" ##", "") == text.lower()
+    # the same patients' words, whatever the patient ids are called; min_patients 1 is no filter
+    renamed = train_tokenizer(texts, tmp_path / "renamed", vocab_size=10**4, min_frequency=2,
+                              groups=[g.upper() for g in groups], min_patients=2)  # fmt: skip
+    assert renamed.get_vocab() == vocab
+    one = train_tokenizer(texts, tmp_path / "one", vocab_size=10**4, min_frequency=2, groups=groups, min_patients=1)
+    assert one.get_vocab() == plain.get_vocab()
+    with pytest.raises(UserError, match="min_patients needs the patient of every training text"):
+        train_tokenizer(texts, tmp_path / "none", min_patients=2)
+
+
+def test_min_patients_from_tables(tmp_path):
+    """The workflow's path: the corpora's group_id columns name the patients; the same id in two
+    tables (the target's and Base-b's corpora) is one patient."""
+    a = pd.DataFrame({"group_id": ["p1", "p2"], "text": ["quenby came .", "the day ."]})
+    b = pd.DataFrame({"group_id": ["p1", "p3"], "text": ["quenby came .", "quenby and the day ."]})
+    a.to_parquet(tmp_path / "a.parquet")
+    b.to_parquet(tmp_path / "b.parquet")
+    tables = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    two = tokenizer_from_tables(tables, None, vocab_size=10**4, min_frequency=2, min_patients=2)
+    assert "quenby" in two.get_vocab()  # p1 and p3
+    three = tokenizer_from_tables(tables, tmp_path / "three", vocab_size=10**4, min_frequency=2, min_patients=3)
+    assert "quenby" not in three.get_vocab() and "came" not in three.get_vocab()  # p1 twice is one patient
+    pd.DataFrame({"text": ["quenby ."]}).to_parquet(tmp_path / "c.parquet")
+    with pytest.raises(UserError, match="group_id"):
+        tokenizer_from_tables([tmp_path / "c.parquet"], None, min_patients=2)
 
 
 def test_vocabulary_follows_the_tokenizers_trainer(tmp_path):

@@ -124,3 +124,54 @@ def test_a_users_phi_table_in_each_form_gives_values_with_their_roles():
     assert found.loc["a", "role"] == "member" and found.loc["zz", "role"] == "unknown"  # not in the samples
     with pytest.raises(UserError, match=r"row 0: sample_id is not in the dataset"):
         user_values(samples, pd.DataFrame({"sample_id": ["s9"], "kind": "surname", "value": ["X"]}))
+
+
+# --------------------------------------------------------------------------- a public tokenizer
+
+
+def test_which_tokenizers_are_public_by_the_config():
+    """models.<name>.public_tokenizer: as given for the user's tokenizer (left out: private, the check
+    counts); a model the workflow trains inherits: the world's tokenizer (private) from scratch and on
+    the DP targets' corpus, its init's when it continues one."""
+    from mlmia.study.checks.models import tokenizer_is_public
+
+    models = {
+        "world": {"corpus": "target"},
+        "world_pp": {"corpus": "target", "init": "world"},
+        "bert": {"path": "bert-base-uncased", "public_tokenizer": True},
+        "bert_ft": {"corpus": "target", "init": "bert"},
+        "bert_ft_pp": {"corpus": "target", "init": "bert_ft"},
+        "bert_dp": {"corpus": "dp_private", "init": "bert"},
+        "mine": {"path": "models/mine"},
+        "scored": {"path": "models/mine", "tokenizer": "bert-base-uncased", "public_tokenizer": True},
+    }
+    public = {name for name in models if tokenizer_is_public(models, name)}
+    assert public == {"bert", "bert_ft", "bert_ft_pp", "scored"}
+    assert not tokenizer_is_public(models, "pool_reference_0")  # not a configured model
+
+
+def test_a_public_tokenizer_is_said_public_not_counted(tiny, tmp_path):
+    """A public tokenizer's check is one row that says so, in the CSV, the Markdown page and the card's
+    section; beside it a private tokenizer's table as before."""
+    from mlmia.memorization.vocabulary_check import COLUMNS, public_check, write_vocabulary_report
+    from mlmia.report.cards import vocabulary_lines
+    from mlmia.report.vocabulary import PUBLIC, is_public
+
+    private = vocabulary_check(values_table(), VocabularyReader(tiny), "tiny", "sha256:aa", None, replicates=5, seed=0)
+    public = public_check("bert_ft", "bert-base-uncased (hub)")
+    assert list(public.columns) == COLUMNS and public["row"].tolist() == ["public"]
+    csv, markdown = tmp_path / "vocabulary.csv", tmp_path / "vocabulary.md"
+    write_vocabulary_report([private, public], csv, markdown, "test values")
+    table = pd.read_csv(csv)
+    back = table[table["model"] == "bert_ft"]
+    assert len(back) == 1 and is_public(back) and not is_public(table[table["model"] == "tiny"])
+    assert back[["value", "whole", "vocabulary_size"]].isna().all(axis=None)  # no zeros: nothing counted
+    text = markdown.read_text()
+    assert f"## bert_ft\n\nTokenizer bert-base-uncased (hub): {PUBLIC}" in text
+    assert "## tiny\n\nTokenizer sha256:aa: " in text and "| surname |" in text
+    assert "A tokenizer the config marks public" in text
+    lines = vocabulary_lines(back, {"run": True, "kinds": None, "values": "test values"})
+    assert len(lines) == 1 and PUBLIC in lines[0] and "%" not in lines[0]
+    # without a public tokenizer, the page is as it was
+    write_vocabulary_report([private], csv, markdown, "test values")
+    assert "public" not in markdown.read_text()

@@ -5,7 +5,7 @@ import pandas as pd
 from mlmia.core.io import atomic_path
 from mlmia.core.provenance import file_digest
 from mlmia.core.runner import run_step
-from mlmia.memorization.vocabulary_check import vocabulary_check
+from mlmia.memorization.vocabulary_check import public_check, vocabulary_check
 from mlmia.models.tokenizer import VocabularyReader
 
 
@@ -22,13 +22,15 @@ def tokenizer_digest(saved, source) -> str:
 
 def main(snakemake):
     source = snakemake.params.tokenizer
-    reader = VocabularyReader(source)
     tokenizer = tokenizer_digest(snakemake.input.get("tokenizer"), source)
-    settings = snakemake.params.settings
-    rows = vocabulary_check(
-        pd.read_parquet(snakemake.input.identifiers), reader, snakemake.wildcards.model, tokenizer,
-        settings["kinds"], settings["bootstrap"], settings["seed"],
-    )  # fmt: skip
+    if snakemake.params.public:  # models.<name>.public_tokenizer: nothing learnt from the notes, nothing counted
+        rows = public_check(snakemake.wildcards.model, tokenizer)
+    else:
+        settings = snakemake.params.settings
+        rows = vocabulary_check(
+            pd.read_parquet(snakemake.input.identifiers), VocabularyReader(source), snakemake.wildcards.model,
+            tokenizer, settings["kinds"], settings["bootstrap"], settings["seed"],
+        )  # fmt: skip
     with atomic_path(snakemake.output[0]) as tmp:
         rows.to_csv(tmp, index=False)
 

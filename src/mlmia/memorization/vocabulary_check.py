@@ -16,6 +16,11 @@ kind: `mlmia.metrics.bootstrap.PatientResampler`), and the paired differences me
 non-members and members minus population, "separated" when their interval excludes 0. Values
 whose patient has no role in the sample table count under role "unknown": their share alone.
 
+A tokenizer the config marks public (`models.<name>.public_tokenizer`, e.g. a public checkpoint's
+that a model fine-tuned on the notes keeps) holds nothing learnt from the owner's notes: its check
+counts nothing and is one row that says so (`public_check`, row "public"), not a table of shares
+that would read as "no leak".
+
 Nothing here writes or logs a value: the outputs are counts, shares and intervals.
 """
 
@@ -29,7 +34,7 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.report.vocabulary import SHARE_ROLES
+from mlmia.report.vocabulary import PUBLIC_ROW, SHARE_ROLES
 
 #: the paired differences: (name, first role, second role)
 COMPARISONS = (("members_vs_nonmembers", "member", "nonmember"), ("members_vs_population", "member", "population"))
@@ -139,11 +144,19 @@ def vocabulary_check(
     return rows[COLUMNS]
 
 
+def public_check(model: str, tokenizer: str) -> pd.DataFrame:
+    """The check of a model whose tokenizer the config marks public: one row (`row` "public", in
+    `COLUMNS`), no count (`vocabulary_size` empty: the tokenizer is not read)."""
+    row = dict.fromkeys(COLUMNS)
+    row |= {"model": model, "tokenizer": tokenizer, "row": PUBLIC_ROW}
+    return pd.DataFrame([row], columns=COLUMNS)
+
+
 def write_vocabulary_report(checks: Sequence[pd.DataFrame], csv_path, markdown_path, values_from: str) -> None:
     """The extraction study's vocabulary table: every model's check (`vocabulary_check`) as one CSV
     and one Markdown page (`values_from`: where the values come from, in words)."""
     from mlmia.core.io import atomic_path, write_text
-    from mlmia.report.vocabulary import vocabulary_markdown
+    from mlmia.report.vocabulary import is_public, public_line, vocabulary_markdown
 
     table = pd.concat(list(checks), ignore_index=True)
     with atomic_path(csv_path) as tmp:
@@ -159,8 +172,14 @@ def write_vocabulary_report(checks: Sequence[pd.DataFrame], csv_path, markdown_p
         "patient-bootstrap interval); the differences in points, paired (the same resamples), separated when "
         "their interval excludes 0. The population's share says how common such values are.",
     ]
+    if (table["row"] == PUBLIC_ROW).any():
+        parts[-1] += (" A tokenizer the config marks public (learnt on nothing of the owner's notes) is said to be so, "
+                      "and nothing is counted.")  # fmt: skip
     for model, rows in table.groupby("model", sort=False):
         first = rows.iloc[0]
+        if is_public(rows):
+            parts += ["", f"## {model}", "", public_line(first["tokenizer"])]
+            continue
         parts += ["", f"## {model}", "", f"Tokenizer {first['tokenizer']}: {int(first['vocabulary_size'])} entries.",
                   "", *vocabulary_markdown(rows)]  # fmt: skip
     write_text("\n".join(parts) + "\n", markdown_path)

@@ -3,7 +3,10 @@
 `train_tokenizer` saves a `transformers` BertTokenizerFast directory (BERT uncased
 normalisation). Its vocabulary is learnt by `wordpiece_vocab`: the `tokenizers` trainer's
 recipe with its ties broken by an order fixed by the data, so the same in every process (the
-trainer's is not: huggingface/tokenizers#1794). Loading any tokenizer: `mlmia.models.loading.load_tokenizer`.
+trainer's is not: huggingface/tokenizers#1794). With `min_patients` (config
+`tokenizer.min_patients`), the merges are learnt only from the words that at least that many
+patients' texts hold (`word_patients`): no entry but the characters comes from a word fewer
+patients wrote. Loading any tokenizer: `mlmia.models.loading.load_tokenizer`.
 
 Reading sample text (`encode_text`, `content_tokens`): special-token strings written in a
 note ("[MASK]", "<mask>", "[PAD]") are read as the characters they are, everywhere text is
@@ -44,6 +47,19 @@ def word_counts(texts: Iterable[str]) -> dict[str, int]:
     return counts
 
 
+def word_patients(texts: Iterable[str], groups: Iterable) -> dict[str, int]:
+    """How many distinct groups (patients: `groups[i]` wrote `texts[i]`) hold each word of
+    `texts`, the words read as `word_counts` reads them."""
+    from tokenizers import pre_tokenizers
+
+    normalizer, pre_tokenizer = bert_normalizer(), pre_tokenizers.BertPreTokenizer()
+    holders: dict[str, set] = {}
+    for text, group in zip(texts, groups, strict=True):
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(str(text))):
+            holders.setdefault(word, set()).add(group)
+    return {word: len(held) for word, held in holders.items()}
+
+
 def bert_normalizer():
     from tokenizers import normalizers
 
@@ -56,6 +72,8 @@ def wordpiece_vocab(
     min_frequency: int = TOKENIZER["min_frequency"],
     special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS),
     prefix: str = "##",
+    patients: Mapping[str, int] | None = None,
+    min_patients: int | None = None,
 ) -> list[str]:
     """A WordPiece vocabulary learnt from word counts, the same in every process.
 
@@ -76,6 +94,18 @@ def wordpiece_vocab(
        shorter pieces first);
     3. until the vocabulary has `vocab_size` tokens or no pair occurs `min_frequency` times.
 
+    `min_patients` (with `patients`: how many patients' texts hold each word, `word_patients`):
+    step 2 runs on the words that at least `min_patients` patients hold, and on no other; step 1
+    still takes the characters of every word. So every entry but the characters is a piece of a
+    word that `min_patients` patients wrote (a whole-word entry is such a word, or a prefix of
+    one), and every word of the corpus still reads without the unknown token. The words left
+    out are left out of the pair counts too, rather than merged and their entries pruned
+    afterwards: pruning a rare word's entry would keep the pieces its merges made on the way
+    ("smit", "##ith" of a surname only one patient has), and the vocabulary would be smaller
+    than `vocab_size`; left out, a rare word adds nothing but its characters, and the merges it
+    would have taken go to words many patients share. The counts of a word kept are all its
+    occurrences, a patient who repeats it counting each time. None: every word.
+
     Returns the tokens by rank (the order they were added)."""
     import heapq
 
@@ -91,11 +121,15 @@ def wordpiece_vocab(
     for token in special_tokens:
         add(token)
     words = sorted(w for w, c in counts.items() if w and c > 0)
-    freqs = [int(counts[w]) for w in words]
     for ch in sorted({ch for w in words for ch in w}):
         add(ch)
     for ch in sorted({ch for w in words for ch in w[1:]}):
         add(prefix + ch)
+    if min_patients is not None:
+        if patients is None:
+            raise ValueError("wordpiece_vocab: min_patients needs each word's patients")
+        words = [w for w in words if patients.get(w, 0) >= int(min_patients)]
+    freqs = [int(counts[w]) for w in words]
     symbols = [[rank[w[0]]] + [rank[prefix + ch] for ch in w[1:]] for w in words]
 
     # pair of ranks -> summed count, and -> the words that hold it (maybe no longer)
@@ -150,25 +184,33 @@ def wordpiece_vocab(
     return vocab
 
 
-def train_tokenizer(
+def build_tokenizer(
     texts: Iterable[str],
-    out_dir: str | os.PathLike,
     vocab_size: int = TOKENIZER["vocab_size"],
     min_frequency: int = TOKENIZER["min_frequency"],
     model_max_length: int = 128,
+    groups: Sequence | None = None,
+    min_patients: int | None = None,
 ):
-    """Train a BERT-uncased WordPiece tokenizer on `texts`; save it as a BertTokenizerFast dir.
+    """A BERT-uncased WordPiece tokenizer learnt on `texts`, in memory (a BertTokenizerFast).
 
     The vocabulary comes from `wordpiece_vocab` (deterministic: the same texts and settings
-    give byte-identical files in every process); ids are canonical: the special tokens, then
-    the other tokens sorted."""
+    give the same vocabulary in every process); ids are canonical: the special tokens, then
+    the other tokens sorted. `min_patients`: merges learnt only from the words at least that
+    many patients hold (`groups[i]`: the patient of `texts[i]`; `wordpiece_vocab`)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import BertTokenizerFast
 
     texts = [str(t) for t in texts]
     if not texts:
         raise UserError("train_tokenizer: no training text")
-    learned = wordpiece_vocab(word_counts(texts), vocab_size=int(vocab_size), min_frequency=int(min_frequency))
+    patients = None
+    if min_patients is not None:
+        if groups is None or len(groups) != len(texts):
+            raise UserError("train_tokenizer: min_patients needs the patient of every training text")
+        patients = word_patients(texts, groups)
+    learned = wordpiece_vocab(word_counts(texts), vocab_size=int(vocab_size), min_frequency=int(min_frequency),
+                              patients=patients, min_patients=min_patients)  # fmt: skip
     rest = sorted(t for t in learned if t not in SPECIAL_TOKENS)
     vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + rest)}
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
@@ -181,7 +223,7 @@ def train_tokenizer(
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
-    fast = BertTokenizerFast(
+    return BertTokenizerFast(
         tokenizer_object=tok,
         do_lower_case=True,
         model_max_length=int(model_max_length),
@@ -191,28 +233,63 @@ def train_tokenizer(
         cls_token="[CLS]",
         mask_token="[MASK]",
     )
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    out_dir: str | os.PathLike,
+    vocab_size: int = TOKENIZER["vocab_size"],
+    min_frequency: int = TOKENIZER["min_frequency"],
+    model_max_length: int = 128,
+    groups: Sequence | None = None,
+    min_patients: int | None = None,
+):
+    """Train a BERT-uncased WordPiece tokenizer on `texts` (`build_tokenizer`) and save it as a
+    BertTokenizerFast dir: the same texts and settings give byte-identical files in every process."""
+    texts = [str(t) for t in texts]
+    fast = build_tokenizer(texts, vocab_size, min_frequency, model_max_length, groups=groups,
+                           min_patients=min_patients)  # fmt: skip
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
-    log.info("tokenizer: %d texts, vocabulary %d -> %s", len(texts), fast.vocab_size, out_dir)
+    kept = "" if min_patients is None else f", merges from words of at least {int(min_patients)} patients"
+    log.info("tokenizer: %d texts, vocabulary %d%s -> %s", len(texts), fast.vocab_size, kept, out_dir)
     return fast
+
+
+def read_training_tables(text_paths: Sequence[str | os.PathLike], groups: bool = False) -> tuple[list[str], list]:
+    """The texts of training-text tables (column `text`) in order, and with `groups` each text's
+    patient (column `group_id`; the same id in two tables is the same patient, as in the world's
+    target and target_named corpora), else an empty list."""
+    from mlmia.core.io import read_table, require_columns
+
+    texts: list[str] = []
+    patients: list = []
+    for p in text_paths:
+        df = read_table(p)
+        require_columns(df, ["text", "group_id"] if groups else ["text"], str(p))
+        texts.extend(df["text"].astype(str).tolist())
+        if groups:
+            patients.extend(df["group_id"].astype(str).tolist())
+    return texts, patients
 
 
 def tokenizer_from_tables(
     text_paths: Sequence[str | os.PathLike],
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike | None,
     vocab_size: int = TOKENIZER["vocab_size"],
     min_frequency: int = TOKENIZER["min_frequency"],
+    min_patients: int | None = None,
 ):
-    """Train the shared tokenizer on the union of training-text tables (column `text`)."""
-    from mlmia.core.io import read_table, require_columns
-
-    texts: list[str] = []
-    for p in text_paths:
-        df = read_table(p)
-        require_columns(df, ["text"], str(p))
-        texts.extend(df["text"].astype(str).tolist())
-    return train_tokenizer(texts, out_dir, vocab_size=vocab_size, min_frequency=min_frequency)
+    """Train the shared tokenizer on the union of training-text tables (column `text`; with
+    `min_patients`, column `group_id` names each text's patient). `out_dir` None: in memory only."""
+    texts, groups = read_training_tables(text_paths, groups=min_patients is not None)
+    groups = groups if min_patients is not None else None
+    if out_dir is None:
+        return build_tokenizer(texts, vocab_size=vocab_size, min_frequency=min_frequency, groups=groups,
+                               min_patients=min_patients)  # fmt: skip
+    return train_tokenizer(texts, out_dir, vocab_size=vocab_size, min_frequency=min_frequency, groups=groups,
+                           min_patients=min_patients)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- special-token strings in text

@@ -41,7 +41,7 @@ from mlmia.report.card_reading import reading_lines, resolve_lines, to_resolve
 from mlmia.report.figures import plot_card_roc
 from mlmia.report.markdown import markdown_table
 from mlmia.report.style import apply_style, save_figure
-from mlmia.report.vocabulary import is_separated, vocabulary_markdown
+from mlmia.report.vocabulary import PUBLIC, is_public, is_separated, public_line, vocabulary_markdown
 
 SECTIONS = {"extraction": "PHI extraction", "canaries": "Canary exposure", "dp": "Differential privacy",
             "vocabulary": "Vocabulary check"}  # fmt: skip
@@ -264,6 +264,8 @@ def dp_lines(record: dict, section: dict) -> list[str]:
 
 def vocabulary_lines(rows: pd.DataFrame, section: dict) -> list[str]:
     first = rows.iloc[0]
+    if is_public(rows):
+        return [public_line(first["tokenizer"])]
     separated = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples() if is_separated(r.separated)})
     return [
         f"How many of the patients' identifying values ({section['values']}) this model's tokenizer "
@@ -344,7 +346,9 @@ def _summary(result: dict, settings: dict, sections: dict, inputs: dict) -> list
     if sections["dp"]["run"]:
         record = _read(inputs, "dp_record")
         lines.append(f"- DP audit: {dp_verdict(record, sections['dp'])}.")
-    if sections["vocabulary"]["run"]:
+    if sections["vocabulary"]["run"] and is_public(_read(inputs, "vocabulary")):
+        lines.append(f"- vocabulary: the tokenizer is {PUBLIC}.")
+    elif sections["vocabulary"]["run"]:
         rows = _read(inputs, "vocabulary")
         kinds = sorted({r.kind for r in rows[rows["row"] == "difference"].itertuples()
                         if is_separated(r.separated) and r.value > 0})  # fmt: skip

@@ -1,7 +1,7 @@
 """How the vocabulary check prints (`mlmia.memorization.vocabulary_check` computes it): one table
 per model, per kind of identifying value the share of each role's values that are whole entries
-of the model's vocabulary, and the paired differences. Read by the extraction study's vocabulary
-table and by the audit cards."""
+of the model's vocabulary, and the paired differences; a tokenizer the config marks public, one
+line that says so (`PUBLIC`). Read by the extraction study's vocabulary table and by the audit cards."""
 
 from __future__ import annotations
 
@@ -15,6 +15,23 @@ from mlmia.vocabulary.manifest import ROLES
 SHARE_ROLES = (*ROLES, "unknown")
 ROLE_LABELS = {"member": "members", "member_heldin": "held-in members", "nonmember": "non-members",
                "population": "population", "unknown": "no role"}  # fmt: skip
+
+
+#: what the check says of a tokenizer the config marks public (`models.<name>.public_tokenizer`): it counts nothing
+PUBLIC = "public: it holds nothing learnt from the owner's notes"
+#: the `row` of a public tokenizer's one line in a check's table
+PUBLIC_ROW = "public"
+
+
+def is_public(rows: pd.DataFrame) -> bool:
+    """Whether one model's check (`mlmia.memorization.vocabulary_check.COLUMNS`) is a public tokenizer's line."""
+    return bool((rows["row"] == PUBLIC_ROW).any())
+
+
+def public_line(tokenizer: str) -> str:
+    """A public tokenizer's check in words: what it is, and why nothing is counted."""
+    return (f"Tokenizer {tokenizer}: {PUBLIC} (the config marks it public: models.<name>.public_tokenizer), so "
+            "whether a value is one of its entries tells nothing of membership; nothing counted.")  # fmt: skip
 
 
 def percent(value: float, low: float = np.nan, high: float = np.nan, signed: bool = False, unit: str = "") -> str:

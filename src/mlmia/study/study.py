@@ -22,6 +22,7 @@ from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_count
 from mlmia.study.audit import audit_spec
 from mlmia.study.checks import check_config
+from mlmia.study.checks.models import tokenizer_is_public
 from mlmia.study.needs import ExperimentNeeds
 from mlmia.study.optional import without_optional
 from mlmia.study.plans import Plans, Resources
@@ -46,7 +47,7 @@ from mlmia.vocabulary.schema import defaults, load_yaml, schema_path, validate
 from mlmia.vocabulary.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
 
 #: model keys that are not training settings (where the model comes from)
-NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text")
+NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text", "public_tokenizer")
 #: the config keys of neighbours that draw the neighbour texts
 NEIGHBOUR_KEYS = ("count", "candidates", "dropout", "seed", "subsample")
 log = get_logger(__name__)
@@ -187,6 +188,11 @@ class Study(Validation, ExperimentNeeds, Plans):
         """The tokenizer a configured model names (`models.<name>.tokenizer`), None: its own."""
         return self.models.get(name, {}).get("tokenizer")
 
+    def public_tokenizer(self, name: str) -> bool:
+        """Whether a configured model's tokenizer is a public one, learnt on nothing of the owner's
+        notes (`mlmia.study.checks.models.tokenizer_is_public`): its vocabulary check counts nothing."""
+        return tokenizer_is_public(self.models, name)
+
     def reference_pool(self) -> list[str]:
         """The reference models the workflow trains for LiRA and RMIA (config `references`), their
         splits; a target of another training objective reads the same splits trained with it
@@ -239,7 +245,8 @@ class Study(Validation, ExperimentNeeds, Plans):
         replica = self.audit_replicas().get(name)
         if replica is not None:  # a DP target's audit replica: its target's training, its own seeds
             return self.audit_replica_training(name, self._training_spec(replica[0]))
-        spec = self.models[name]
+        # public_tokenizer says what the vocabulary check reads, nothing the trainer takes (nor a change to retrain for)
+        spec = {key: value for key, value in self.models[name].items() if key != "public_tokenizer"}
         canaries = self.gradient_canaries()
         if spec.get("dp") is not None and canaries is not None:  # the white-box audit's canaries join the training
             spec = {**spec, "dp": {**spec["dp"], "canaries": canaries}}

@@ -33,14 +33,20 @@ def sources_with(counts: dict, role: str, length: str | None, lengths: list[str]
     return {source for source, n in (counts.get(role) or {}).items() if any(count_for(n, b) > 0 for b in buckets)}
 
 
-def select_samples(world: pd.DataFrame, tokenizer, counts: dict, lengths: list[str], seed: int) -> pd.DataFrame:
+def select_samples(
+    world: pd.DataFrame, tokenizer, counts: dict, lengths: list[str], seed: int, length_tokenizer=None
+) -> pd.DataFrame:
     """Pick `counts[role][source]` plain samples per length bucket, seeded, in a stable order.
 
     One generator draws every (role, source, length) in the order of `counts`: a source
-    added at the end (the configs' MIMIC population) leaves every earlier draw as it was."""
+    added at the end (the configs' MIMIC population) leaves every earlier draw as it was.
+    `n_tokens` are `tokenizer`'s; the length buckets are `length_tokenizer`'s where one is given
+    (the world's tokenizer learnt without `tokenizer.min_patients`, so that the remedy scores
+    the same sentences), else `tokenizer`'s."""
     plain = world[world["variant"] == "plain"].copy()
     plain["n_tokens"] = content_tokens(tokenizer, plain["text"])
-    plain["length"] = [length_bucket(n) for n in plain["n_tokens"]]
+    counted = plain["n_tokens"] if length_tokenizer is None else content_tokens(length_tokenizer, plain["text"])
+    plain["length"] = [length_bucket(n) for n in counted]
     rng = np.random.default_rng(seed)
     parts = []
     for role, by_source in counts.items():

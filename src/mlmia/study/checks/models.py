@@ -1,11 +1,13 @@
 """The `models:` entries: where each model comes from (a world corpus the workflow trains it on,
 or a path), and no setting that cannot apply to it (training settings or `dp` on a model given by
 path, a training text beside the corpus the workflow trains on, gradient canaries the DP audit
-would replace). The trainer's own rules on each model's settings are `mlmia.study.checks.training`."""
+would replace, a `public_tokenizer` that contradicts the tokenizer a trained model inherits). The
+trainer's own rules on each model's settings are `mlmia.study.checks.training`."""
 
 from __future__ import annotations
 
 from mlmia.study.checks.refusal import has_world, refused
+from mlmia.vocabulary.layout import ONE_RUN_CORPUS
 from mlmia.vocabulary.schema import defaults
 
 #: the keys of a models entry that say how the workflow trains it (the schema's, with their defaults)
@@ -13,6 +15,33 @@ TRAINING_KEYS = tuple(defaults("models", "*"))
 #: the architecture of a model trained from scratch; a model that continues another (init) keeps its
 #: init's (mlmia.models.training loads it whole)
 ARCHITECTURE_KEYS = ("hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")
+
+
+def inherited_tokenizer(models: dict, name: str) -> tuple[bool, str]:
+    """Whether the tokenizer a model the workflow trains inherits is public, and why in words: the
+    world's (learnt on the world's corpora, members' notes among them: private) for a model trained
+    from scratch or on the DP targets' corpus (the world's with the canaries' tokens); its `init`'s
+    for a model that continues one."""
+    spec = models[name]
+    init = spec.get("init")
+    if spec.get("corpus") == ONE_RUN_CORPUS or init is None:
+        return False, "the world's tokenizer, learnt on the world's corpora (private)"
+    public = tokenizer_is_public(models, init)
+    return public, f"the tokenizer of {init!r}, which it continues ({'public' if public else 'private'})"
+
+
+def tokenizer_is_public(models: dict, name: str) -> bool:
+    """Whether model `name`'s tokenizer (the one its vocabulary check reads: `models.<name>.tokenizer`,
+    else its own) holds nothing learnt from the owner's notes. The user's tokenizer (an entry with
+    `path` or `tokenizer`): `public_tokenizer` as given, left out private (the check counts); a model
+    the workflow trains: what it inherits (`inherited_tokenizer`). Unknown models (the workflow's
+    reference pool and study models): private."""
+    spec = models.get(name)
+    if spec is None:
+        return False
+    if "path" in spec or spec.get("tokenizer") is not None:
+        return bool(spec.get("public_tokenizer", False))
+    return inherited_tokenizer(models, name)[0]
 
 
 def check_models(config: dict) -> None:
@@ -65,6 +94,13 @@ def check_models(config: dict) -> None:
                 f"{key}.training_text",
                 f"{name!r} is trained on corpus {spec['corpus']}, which is its training text; leave training_text out",
             )
+        if "path" not in spec and spec.get("tokenizer") is None and "public_tokenizer" in spec:
+            public, why = inherited_tokenizer(models, name)
+            if bool(spec["public_tokenizer"]) != public:
+                raise refused(
+                    f"{key}.public_tokenizer",
+                    f"{name!r} is trained by the workflow with {why}; leave public_tokenizer out",
+                )
         dp = spec.get("dp") or {}
         if dp.get("canaries") is not None and gradient:
             raise refused(

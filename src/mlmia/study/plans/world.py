@@ -21,16 +21,25 @@ def world_plan(study) -> Plan:
         "samples": {"plain": study.path(samples(plain)), "named": study.path(samples(named))},
         "tokenizer": {"tokenizer": study.path(TOKENIZER)},
     }
+    tokenizer = config["tokenizer"]
+    # with tokenizer.min_patients, the samples' length buckets are counted by the tokenizer learnt without it
+    # (built again in memory from the corpora), so that the remedy leaves the scored sentences as they were
+    filtered = tokenizer.get("min_patients") is not None
     return Plan(
         target="world",
         targets=[path for step in outputs.values() for path in step.values()],
         outputs=outputs,
-        files={"dp_private_text": study.path(DP_PRIVATE_TEXT), "wikipedia": study.path(WIKIPEDIA_REGISTER)},
+        files={
+            "dp_private_text": study.path(DP_PRIVATE_TEXT),
+            "wikipedia": study.path(WIKIPEDIA_REGISTER),
+            "length_corpora": list(outputs["corpora"][name] for name in CORPORA) if filtered else [],
+        },
         settings={
             "corpus": config["corpus"],
             "dp_corpus": config.get("dp_corpus", {}),  # none given: the library fills the schema's
             "samples": config["samples"],
-            "tokenizer": config["tokenizer"],
+            "tokenizer": tokenizer,
+            "length_tokenizer": {key: tokenizer[key] for key in ("vocab_size", "min_frequency")} if filtered else None,
             # the Wikipedia register's draw: the world's seed
             "seed": config["corpus"]["seed"],
         },
