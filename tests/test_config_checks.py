@@ -129,7 +129,20 @@ CASES = [
      ["config key models.base_pp.dropout: 'base_pp' continues 'base' and keeps its architecture"]),
     ("attacks-unknown", "ci.yaml", {"attacks": {"min_kk": {}}}, ["config key attacks.min_kk: unknown attack 'min_kk'"]),
     ("attacks-unknown-parameter", "ci.yaml", {"attacks": {"min_k": {"kk": 0.2}}},
-     ["config key attacks.min_k: unknown parameter(s) kk"]),
+     ["config key attacks.min_k: unknown parameter(s) kk (known: fraction)"]),
+    # an attack's parameter values, checked by the code the attack job runs (Attack.check_params)
+    ("attacks-min-k-fraction-over-one", "ci.yaml", {"attacks": {"min_k": {"fraction": 1.5}}},
+     ["config key attacks.min_k.fraction: a fraction in (0, 1] is needed, got 1.5"]),
+    ("attacks-min-k-plus-plus-fraction-zero", "ci.yaml", {"attacks": {"min_k_plus_plus": {"fraction": 0}}},
+     ["config key attacks.min_k_plus_plus.fraction: a fraction in (0, 1] is needed, got 0"]),
+    ("attacks-rmia-gamma-negative", "ci.yaml", {"attacks": {"rmia": {"gamma": -1}}},
+     ["config key attacks.rmia.gamma: a positive number is needed, got -1"]),
+    ("attacks-blind-one-fold", "ci.yaml", {"attacks": {"blind": {"folds": 1}}},
+     ["config key attacks.blind.folds: an integer >= 2 is needed, got 1"]),
+    ("attacks-sama-empty-subsets", "ci.yaml", {"attacks": {"sama": {"subset_size": 0}}},
+     ["config key attacks.sama.subset_size: an integer >= 1 is needed, got 0"]),
+    ("attacks-lira-variance-unknown", "ci.yaml", {"attacks": {"lira_offline": {"variance": "pooled"}}},
+     ["config key attacks.lira_offline.variance: use one of per_sample, global, got 'pooled'"]),
     ("references-dataset-unknown", "ci.yaml", {"references.dataset": "nope"},
      ["config key references.dataset: 'nope' is not a scored sample table"]),
     ("extraction-dataset-unknown", "ci.yaml", {"extraction.dataset": "nope"},
@@ -397,6 +410,9 @@ def test_a_config_mistake_is_refused_in_one_line(case_id, base, edits, fragments
     for fragment in fragments:
         assert fragment in message, message
     assert not (elsewhere / "results").exists()
+    # docs/bad_inputs.md prints the code's own message for the case (`<dir>`: the test's folder)
+    documented = re.search(rf"^\| `{case_id}` \|.*\| `mlmia: error: (.*)` \|$", BAD_INPUTS, flags=re.M)
+    assert documented and documented.group(1) == message.replace(str(elsewhere), "<dir>"), message
 
 
 @pytest.mark.parametrize("case_id, base, edits", PASSES, ids=[c[0] for c in PASSES])
@@ -564,8 +580,12 @@ def test_a_users_file_is_named_by_file_and_key(case_id, elsewhere, capsys):
     assert not out.exists() and not (elsewhere / "raw").exists()
 
 
+#: the catalogue's page, whose lines the tests hold to the code's messages
+BAD_INPUTS = (REPO / "docs" / "bad_inputs.md").read_text()
+
+
 def test_the_docs_list_every_case():
-    table = (REPO / "docs" / "bad_inputs.md").read_text()
+    table = BAD_INPUTS
     documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, flags=re.M))
     assert {case[0] for case in CASES} | set(FILE_CASES) <= documented
 
@@ -575,6 +595,7 @@ def test_the_docs_list_every_case():
 
 E2E = [
     "run-dotdot",
+    "attacks-min-k-fraction-over-one",
     "canaries-reference-unknown",
     "shadow-alice-unknown",
     "dp-with-mdlm",

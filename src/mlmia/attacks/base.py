@@ -71,7 +71,7 @@ class Attack:
     - `reads_population`: True when a row's statistic compares it with the population rows
       (RMIA), so that a table of it says which population each column took;
     - `parameters`: the attack's settings and their defaults; `self.params` holds them with
-      the config's values (``attacks.<name>``) applied;
+      the config's values (``attacks.<name>``) applied, checked on construction (`check_params`);
     - `tuned` (set by `statistic`): the parameters the last call chose from the table it was
       given, e.g. RMIA's ``{"a": 1.0}`` (empty when none was chosen); the metrics write them
       as rows of metric ``parameter`` and the tables print them under the table, saying how
@@ -98,6 +98,13 @@ class Attack:
             )
         self.params = {**self.parameters, **params}
         self.tuned: dict[str, float] = {}
+        self.check_params()
+
+    def check_params(self) -> None:
+        """Refuse a parameter value out of its range, in one line naming the config key
+        (``attacks.<name>.<key>``). Called on construction, so the config check that builds every
+        configured attack (`mlmia.study.checks`) refuses it before any job, with the code the
+        attack job runs. Attacks with parameters override it; this one has none to check."""
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         """One float per row of `table` (an attack table or a part of it)."""

@@ -115,5 +115,8 @@ class Blind(Attack):
     aggregates = True
     parameters = {"folds": DEFAULT_FOLDS}
 
+    def check_params(self) -> None:
+        _folds({"attacks": {self.name: self.params}})
+
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         return table[f"sample_{FEATURE}"].to_numpy(dtype=float)

@@ -47,6 +47,9 @@ class LiraOffline(Attack):
     aggregates = True
     parameters = {"variance": "global", "min_sigma": 1e-3}
 
+    def check_params(self) -> None:
+        check_lira_params(self.name, self.params)
+
     def reads_other_rows(self) -> bool:
         return self.params["variance"] == "global"  # σ pooled over the table's rows
 

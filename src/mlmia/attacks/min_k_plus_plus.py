@@ -44,6 +44,9 @@ class MinKPlusPlus(Attack):
     aggregates = True
     parameters = {"fraction": 0.2}
 
+    def check_params(self) -> None:
+        check_fraction(self.name, self.params["fraction"])
+
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         k = check_fraction(self.name, self.params["fraction"])
         logp = token_lists(table, "target_token_logp", self.name)

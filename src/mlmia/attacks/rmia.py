@@ -176,6 +176,9 @@ class Rmia(Attack):
     tuning = "tuned on the reference models"
     parameters = {"a": AUTO, "a_grid": GRID, "gamma": 1.0}
 
+    def check_params(self) -> None:
+        _check(self.name, self.params)
+
     def references_lack(self, count: int, online: bool) -> str | None:
         """`a: auto` is tuned by attacking each reference with the others (`tune_a`): it needs
         references trained on some of the audited samples and not on others, and three of them

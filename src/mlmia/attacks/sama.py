@@ -82,6 +82,9 @@ class Sama(Attack):
     aggregates = True
     parameters = {"subset_size": 8, "num_subsets": 128, "seed": 0}
 
+    def check_params(self) -> None:
+        self._checked()
+
     def _checked(self) -> tuple[int, int, int]:
         out = []
         for key in ("subset_size", "num_subsets", "seed"):
