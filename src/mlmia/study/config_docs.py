@@ -514,12 +514,14 @@ def render() -> str:
         "",
         "## Contents",
         "",
+        "- [Change one setting, rebuild one table](#change-one-setting-rebuild-one-table)",
         "- [The config, key by key](#the-config-key-by-key): "
         + ", ".join(f"[`{name}`](#{slug(name)})" for name in sections),
         "- [The tables spec, key by key](#the-tables-spec-key-by-key)",
         "- [Worked examples](#worked-examples): "
         + ", ".join(f"[{example.study}](#{slug(example.title)})" for example in EXAMPLES),
         "",
+        *RERUN_RECIPE,
         "## The config, key by key",
         "",
         "`<name>` stands for a name you choose (a model's, a dataset's); `[]` for each item of a list.",
@@ -542,6 +544,32 @@ def render() -> str:
         *examples(),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+#: how to change one setting and rebuild one table (README.md points here)
+RERUN_RECIPE = [
+    "## Change one setting, rebuild one table",
+    "",
+    "1. **Where the setting lives.** What is computed (models, scoring, metrics, attacks, studies) is",
+    "   in the config, key by key below; what a table shows (its columns' experiments and alpha, its",
+    "   rows, caption) is in the tables spec (`config/tables.yaml`, the config's `tables_spec`).",
+    "2. **An overlay with the change alone**, e.g. `my_change.yaml` holding `metrics: {bootstrap: 300}`.",
+    "   Without `run:` it keeps the base's run name, so it rebuilds inside `results/default/` and reuses",
+    "   everything the change does not touch; with its own `run: my_change` it is a new run in",
+    "   `results/my_change/` that builds everything again (models included) and leaves the default run",
+    "   as it was.",
+    "3. **See first what will rerun**: `snakemake -n table2 --configfile config/config.yaml my_change.yaml`",
+    "   lists the jobs with each one's `reason:` (a params change, a changed input, code); `--summary`",
+    "   gives each output's status. A rule reruns when its params (the settings it is passed), its",
+    "   inputs or the library code its script runs change; a setting that only one table reads reruns",
+    "   that table's metrics and rendering.",
+    "4. **Build the table**: the same command without `-n`. Each table and figure is a named target",
+    "   (`table2`, `fig4`, `table_zoo`, ...), and so is each file (`results/default/tables/table2.md`).",
+    "",
+    "A change to the schema itself (an upgrade of mlmia that edits `config/schema/`) currently reruns",
+    "every job whose code reads it, most of the workflow, even when no value changed.",
+    "",
+]
 
 
 def main() -> None:
