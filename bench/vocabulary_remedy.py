@@ -19,7 +19,10 @@ Each run must have built `snakemake table2 extraction`. For each run after the f
   `mlmia.defences.audit.utility`), per token and per word (masked energy x tokens / words: the
   two vocabularies cut the same words into different numbers of tokens, so a loss per token is
   not the same unit in both), with the paired difference (`PatientResampler` with the metrics'
-  seed, replicates and universe).
+  seed, replicates and universe);
+- before any model, from the first run's corpora: the share of members' and non-members' surnames
+  that at least k training patients write (what a vocabulary of the words k patients share can
+  keep whole: docs/vocabulary_check.md, "Choosing k").
 
 Prints Markdown."""
 
@@ -178,7 +181,36 @@ def main(argv=None) -> int:
                     interval(loss.point()[i] - losses[0].point()[i], *percentile_interval(paired), signed=True)
                 )
             print(f"| {header} ({len(losses[0].ids)} samples) | {unit} | {' | '.join(cells)} |")
+
+    print("\n## Before any model: surnames written by at least k training patients (the member itself among them)\n")
+    print("| k | members | non-members | difference (points) |\n|---|---|---|---|")
+    holders = surname_holders(first, config)
+    for k in (2, 3, 5, 10):
+        shares = {role: 100 * float((part >= k).mean()) for role, part in holders.groupby(level=0)}
+        print(f"| {k} | {shares['member']:.1f}% | {shares['nonmember']:.1f}% | "
+              f"{shares['member'] - shares['nonmember']:.1f} |")  # fmt: skip
     return 0
+
+
+def surname_holders(run: Path, config: dict) -> pd.Series:
+    """How many distinct training patients (group_id over the world's training corpora) write each
+    patient's surname, indexed by (role, group_id): a count of the world's text, no model read."""
+    from mlmia.models.tokenizer import word_counts
+    from mlmia.vocabulary.layout import CORPORA
+    from mlmia.world.corpus import build_world
+    from mlmia.world.patient_phi import identifying_values
+
+    world = build_world(dict(config["corpus"]))
+    values = identifying_values(world["samples"], world["phi"])
+    surnames = values[values["kind"] == "surname"]
+    holders: dict[str, set] = {}
+    for corpus in CORPORA:
+        table = pd.read_parquet(run / "corpus" / f"train_{corpus}.parquet")
+        for group, text in zip(table["group_id"], table["text"]):
+            for word in word_counts([text]):
+                holders.setdefault(word, set()).add(group)
+    counts = [len(holders.get(next(iter(word_counts([v])), ""), ())) for v in surnames["value"]]
+    return pd.Series(counts, index=pd.MultiIndex.from_arrays([surnames["role"], surnames["group_id"]]))
 
 
 if __name__ == "__main__":
