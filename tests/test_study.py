@@ -237,7 +237,8 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
     }  # fmt: skip
     neighbours = {k: config["neighbours"][k] for k in ("count", "seed", "candidates", "dropout")}
     assert given(neighbour_samples, count="n", seed="seed", candidates="candidates", dropout="dropout") == neighbours
-    assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency") == config["tokenizer"]
+    assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency",
+                 min_patients="min_patients") == config["tokenizer"]  # fmt: skip
     exposure = {k: config["exposure"][k] for k in ("test_size", "seed")}
     assert given(exposure_metrics, test_size="test_size", seed="seed") == exposure
 

@@ -26,7 +26,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.vocabulary.schema import defaults
 
-#: the vocabulary size and minimum frequency left out: the config schema's `tokenizer` section
+#: the vocabulary size, minimum frequency and minimum patients left out: the config schema's `tokenizer` section
 TOKENIZER = defaults("tokenizer")
 
 log = get_logger(__name__)
@@ -73,7 +73,7 @@ def wordpiece_vocab(
     special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS),
     prefix: str = "##",
     patients: Mapping[str, int] | None = None,
-    min_patients: int | None = None,
+    min_patients: int | None = TOKENIZER["min_patients"],
 ) -> list[str]:
     """A WordPiece vocabulary learnt from word counts, the same in every process.
 
@@ -190,7 +190,7 @@ def build_tokenizer(
     min_frequency: int = TOKENIZER["min_frequency"],
     model_max_length: int = 128,
     groups: Sequence | None = None,
-    min_patients: int | None = None,
+    min_patients: int | None = TOKENIZER["min_patients"],
 ):
     """A BERT-uncased WordPiece tokenizer learnt on `texts`, in memory (a BertTokenizerFast).
 
@@ -242,7 +242,7 @@ def train_tokenizer(
     min_frequency: int = TOKENIZER["min_frequency"],
     model_max_length: int = 128,
     groups: Sequence | None = None,
-    min_patients: int | None = None,
+    min_patients: int | None = TOKENIZER["min_patients"],
 ):
     """Train a BERT-uncased WordPiece tokenizer on `texts` (`build_tokenizer`) and save it as a
     BertTokenizerFast dir: the same texts and settings give byte-identical files in every process."""
@@ -279,7 +279,7 @@ def tokenizer_from_tables(
     out_dir: str | os.PathLike | None,
     vocab_size: int = TOKENIZER["vocab_size"],
     min_frequency: int = TOKENIZER["min_frequency"],
-    min_patients: int | None = None,
+    min_patients: int | None = TOKENIZER["min_patients"],
 ):
     """Train the shared tokenizer on the union of training-text tables (column `text`; with
     `min_patients`, column `group_id` names each text's patient). `out_dir` None: in memory only."""
