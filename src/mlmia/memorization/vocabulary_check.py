@@ -1,7 +1,7 @@
 """The vocabulary check: how many of the patients' identifying values are whole entries of a model's vocabulary.
 
 A WordPiece vocabulary learnt on training text keeps a word whole when the text repeats it often
-enough, so a tokenizer trained on the notes holds the names its patients carry (issue 41: in the
+enough, so a tokenizer trained on the notes holds the names its patients carry (in the
 default world, the surname of 121 of 220 member patients is one entry of Base's 3,000, against 73
 of 260 non-members' and 45 of 160 of the population's). The vocabulary ships with the model and
 lies outside a DP guarantee on its weights: it is a membership signal of its own.
