@@ -40,6 +40,7 @@ from mlmia.attacks.protocols import sample_universe
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.models.tokenizer import bert_normalizer
+from mlmia.report.markdown import markdown_table
 
 #: Table 2's columns: (header, experiment, level)
 COLUMNS = [("Sample MIMIC", "base_long_mimic"), ("Sample i2b2", "base_long_i2b2"),
@@ -128,14 +129,15 @@ def main(argv=None) -> int:
         print(f"- {other.name}: {'the same' if same_samples(first, other) else 'OTHER'} samples as {first.name}")
 
     print("\n## Tokenizers\n")
-    print("| run | entries | mean tokens per scored sample (clinical) |\n|---|---|---|")
+    rows = []
     for run in args.runs:
         samples = pd.read_parquet(run / "samples" / "clinical.parquet")
         vocab = json.loads((run / "models" / "tokenizer" / "tokenizer.json").read_text())["model"]["vocab"]
-        print(f"| {run.name} | {len(vocab)} | {samples['n_tokens'].mean():.2f} |")
+        rows.append([run.name, len(vocab), f"{samples['n_tokens'].mean():.2f}"])
+    print(markdown_table(["run", "entries", "mean tokens per scored sample (clinical)"], rows))
 
     print(f"\n## Vocabulary check ({target}): differences in points\n")
-    print("| run | kind | members − non-members | members − population |\n|---|---|---|---|")
+    table = []
     for run in args.runs:
         rows = vocabulary_rows(run, target)
         shares = rows[rows["row"] == "share"].set_index(["kind", "role"])
@@ -146,12 +148,13 @@ def main(argv=None) -> int:
                 mark = ", separated" if str(d["separated"]) == "True" else ""
                 cells.append(interval(100 * d["value"], 100 * d["ci_low"], 100 * d["ci_high"], 1, True) + mark)
             member, nonmember = shares.loc[(kind, "member")], shares.loc[(kind, "nonmember")]
-            print(f"| {run.name} | {kind} ({int(member['whole'])}/{int(member['values'])} vs "
-                  f"{int(nonmember['whole'])}/{int(nonmember['values'])}) | {cells[0]} | {cells[1]} |")  # fmt: skip
+            table.append([run.name, f"{kind} ({int(member['whole'])}/{int(member['values'])} vs "
+                         f"{int(nonmember['whole'])}/{int(nonmember['values'])})", *cells])  # fmt: skip
+    print(markdown_table(["run", "kind", "members − non-members", "members − population"], table))
 
     print(f"\n## Table 2, AUC (B), and the paired difference against {first.name}\n")
-    print(f"| column | {' | '.join(names)} | {' | '.join(f'{n} − {first.name}' for n in names[1:])} |")
-    print("|---" * (1 + 2 * len(names) - 1) + "|")
+    differences = [f"{n} − {first.name}" for n in names[1:]]
+    rows = []
     for header, experiment in COLUMNS:
         found = [auc_replicates(run, experiment) for run in args.runs]
         cells = []
@@ -162,11 +165,11 @@ def main(argv=None) -> int:
             paired = (reps.loc[shared] - found[0][1].loc[shared]).to_numpy()
             cells.append(interval(point - found[0][0], *percentile_interval(paired), signed=True)
                          + f" ({len(shared)} replicates)")  # fmt: skip
-        print(f"| {header} | {' | '.join(cells)} |")
+        rows.append([header, *cells])
+    print(markdown_table(["column", *names, *differences], rows))
 
     print(f"\n## Base's held-out masked-LM loss (nats), and the paired difference against {first.name}\n")
-    print(f"| non-members | unit | {' | '.join(names)} | {' | '.join(f'{n} − {first.name}' for n in names[1:])} |")
-    print("|---" * (2 + 2 * len(names) - 1) + "|")
+    rows = []
     for header, experiment in COLUMNS[:2]:
         losses = [Loss(run, experiment, seed, bootstrap) for run in args.runs]
         if any(loss.ids != losses[0].ids for loss in losses):
@@ -180,15 +183,17 @@ def main(argv=None) -> int:
                 cells.append(
                     interval(loss.point()[i] - losses[0].point()[i], *percentile_interval(paired), signed=True)
                 )
-            print(f"| {header} ({len(losses[0].ids)} samples) | {unit} | {' | '.join(cells)} |")
+            rows.append([f"{header} ({len(losses[0].ids)} samples)", unit, *cells])
+    print(markdown_table(["non-members", "unit", *names, *differences], rows))
 
     print("\n## Before any model: surnames written by at least k training patients (the member itself among them)\n")
-    print("| k | members | non-members | difference (points) |\n|---|---|---|---|")
     holders = surname_holders(first, config)
+    rows = []
     for k in (2, 3, 5, 10):
         shares = {role: 100 * float((part >= k).mean()) for role, part in holders.groupby(level=0)}
-        print(f"| {k} | {shares['member']:.1f}% | {shares['nonmember']:.1f}% | "
-              f"{shares['member'] - shares['nonmember']:.1f} |")  # fmt: skip
+        rows.append([k, f"{shares['member']:.1f}%", f"{shares['nonmember']:.1f}%",
+                     f"{shares['member'] - shares['nonmember']:.1f}"])  # fmt: skip
+    print(markdown_table(["k", "members", "non-members", "difference (points)"], rows))
     return 0
 
 
