@@ -31,23 +31,29 @@ def sha256(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def changed_scores(root) -> list[str]:
+    """The score files under `root` whose bytes differ from its SHA256SUMS, or that the file and the
+    folder disagree on (listed but absent, present but not listed)."""
+    listed = dict(reversed(line.split(maxsplit=1)) for line in (root / "SHA256SUMS").read_text().splitlines())
+    present = {str(p.relative_to(root)) for p in root.glob("*/*.txt")}
+    return sorted(set(listed) ^ present) + [n for n in sorted(set(listed) & present) if sha256(root / n) != listed[n]]
+
+
 def test_the_vendored_scores_match_their_checksums():
-    listed = {}
-    for line in (SCORES / "SHA256SUMS").read_text().splitlines():
-        digest, name = line.split(maxsplit=1)
-        listed[name] = digest
-    present = {str(p.relative_to(SCORES)) for p in SCORES.glob("*/*.txt")}
-    assert set(listed) == present, "SHA256SUMS and the score files disagree on which files there are"
-    assert len(present) == 18  # 5 long sets and 4 short ones, target and reference each
-    changed = [name for name, digest in listed.items() if sha256(SCORES / name) != digest]
-    assert not changed, f"the vendored scores differ from their checksums: {changed}"
+    assert len(list(SCORES.glob("*/*.txt"))) == 18  # 5 long sets and 4 short ones, target and reference each
+    assert changed_scores(SCORES) == []
 
 
 def test_the_checksum_check_catches_one_changed_line(tmp_path):
-    original = (SCORES / "long" / "base__members.txt").read_bytes()
-    edited = tmp_path / "base__members.txt"
-    edited.write_bytes(original.replace(b"\n", b"0\n", 1))
-    assert sha256(edited) != sha256(SCORES / "long" / "base__members.txt")
+    """A copy with one line changed, and one with a file missing, fail the check that the real folder passes."""
+    import shutil
+
+    copy = tmp_path / "scores"
+    shutil.copytree(SCORES, copy)
+    member = copy / "long" / "base__members.txt"
+    member.write_bytes(member.read_bytes().replace(b"\n", b"0\n", 1))
+    (copy / "short_enorm" / "pubmed__members.txt").unlink()
+    assert changed_scores(copy) == ["short_enorm/pubmed__members.txt", "long/base__members.txt"]
 
 
 def test_the_scores_carry_their_licence_and_origin():
