@@ -40,7 +40,7 @@ from mlmia.models.loading import load_mlm
 from mlmia.report.markdown import markdown_table
 from mlmia.scoring.energy import score_samples
 from mlmia.training_job import train_model
-from mlmia.vocabulary.manifest import taken
+from mlmia.terms.manifest import taken
 from mlmia.world.dp_corpus import dp_private_text
 
 

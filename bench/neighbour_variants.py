@@ -3,7 +3,7 @@
 to the run's own neighbours (the configured `neighbours:` setting).
 
 A variant makes neighbour texts for the audited samples of a finished zoo run (members, held-in
-members, non-members; `mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`) and scores them and the samples with
+members, non-members; `mlmia.terms.manifest.NEIGHBOUR_ROLES`) and scores them and the samples with
 the target, each neighbour under its sample's masking patterns (`mask_id`), then builds the
 attack table and metrics as the zoo does (`mlmia.attacks.table.build_attack_table`,
 `mlmia.attacks.protocols.attack_metrics`, the experiment's settings). Every variant is measured
@@ -50,8 +50,8 @@ from mlmia.scoring import neighbours as made
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.study.study import Study
-from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES
-from mlmia.vocabulary.schema import load_yaml
+from mlmia.terms.manifest import NEIGHBOUR_ROLES
+from mlmia.terms.schema import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ("zoo_long_mimic", "zoo_long_i2b2", "zoo_short_mimic", "zoo_short_i2b2")

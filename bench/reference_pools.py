@@ -35,7 +35,7 @@ from mlmia.attacks.table import build_attack_table
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.report.markdown import markdown_table
 from mlmia.study.study import Study
-from mlmia.vocabulary.schema import load_yaml
+from mlmia.terms.schema import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 #: the zoo's experiments, by target (each target reads the pool of its training objective)

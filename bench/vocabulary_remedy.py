@@ -201,7 +201,7 @@ def surname_holders(run: Path, config: dict) -> pd.Series:
     """How many distinct training patients (group_id over the world's training corpora) write each
     patient's surname, indexed by (role, group_id): a count of the world's text, no model read."""
     from mlmia.models.tokenizer import word_counts
-    from mlmia.vocabulary.layout import CORPORA
+    from mlmia.terms.layout import CORPORA
     from mlmia.world.corpus import build_world
     from mlmia.world.patient_phi import identifying_values
 

@@ -3,7 +3,7 @@
 # target's training text; their exposure per checkpoint, and the canaries' sentences as a
 # membership test (mlmia.memorization.canaries). The plan (mlmia.study.plans.canaries): the
 # outputs, the secrets' settings, the checkpoints, the target's shape and the reference.
-from mlmia.vocabulary.layout import DP_PRIVATE_TEXT, ONE_RUN_CORPUS
+from mlmia.terms.layout import DP_PRIVATE_TEXT, ONE_RUN_CORPUS
 
 CANARY = STUDY.plan("canaries")
 

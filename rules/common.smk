@@ -9,7 +9,7 @@ from mlmia.attacks.base import attack_modules
 from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
-from mlmia.vocabulary.layout import (
+from mlmia.terms.layout import (
     CORPORA,
     ONE_RUN_CANARIES,
     REFERENCE_SPLITS,
@@ -18,7 +18,7 @@ from mlmia.vocabulary.layout import (
     samples,
 )
 from mlmia.study.study import is_hub_id
-from mlmia.vocabulary.scores import ENERGY_KINDS
+from mlmia.terms.scores import ENERGY_KINDS
 from snakemake.io import report as report_flag
 
 DATASETS = STUDY.datasets  # sample sets read from the user's files

@@ -22,7 +22,7 @@ from mlmia.report.card_reading import resolve_lines, to_resolve
 from mlmia.report.cards import dp_verdict, write_card
 from mlmia.study.plans.cards import audited_models, card_experiment
 from mlmia.study.study import Study
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 
 def study_of(name: str, **audit_cards) -> Study:

@@ -15,7 +15,7 @@ from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.study import config_docs
 from mlmia.study.study import Study
-from mlmia.vocabulary.schema import load_schema, schema_path, validate
+from mlmia.terms.schema import load_schema, schema_path, validate
 
 README = REPO / "config" / "README.md"
 

@@ -7,7 +7,7 @@ from workflow_helpers import REPO
 
 from mlmia.core.errors import UserError
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.vocabulary.manifest import length_bucket
+from mlmia.terms.manifest import length_bucket
 from mlmia.world.corpus import build_world, corpus_settings, write_world
 from mlmia.world.samples import named_variant, select_samples
 

@@ -10,7 +10,7 @@ from conftest import build_tiny_tokenizer
 from mlmia.core.errors import UserError
 from mlmia.data.datasets import DATASET_COLUMNS, assign_lengths, read_dataset
 from mlmia.models.tokenizer import content_tokens
-from mlmia.vocabulary.manifest import MANIFEST_COLUMNS
+from mlmia.terms.manifest import MANIFEST_COLUMNS
 
 KEY = "datasets.mine"
 

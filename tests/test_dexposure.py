@@ -21,7 +21,7 @@ from mlmia.memorization import dexposure_report as report
 from mlmia.memorization import overfitting as of
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import FINDING_COLUMNS, VERDICTS
-from mlmia.vocabulary.schema import defaults, schema_path
+from mlmia.terms.schema import defaults, schema_path
 from mlmia.world import phi
 from mlmia.world.phi_entities import phi_world
 

@@ -15,7 +15,7 @@ from workflow_helpers import REPO
 
 from mlmia.memorization import dexposure as dx
 from mlmia.memorization import overfitting as of
-from mlmia.vocabulary.schema import defaults as schema_defaults
+from mlmia.terms.schema import defaults as schema_defaults
 
 T_975_2DF = 4.302652729911275  # the 97.5% quantile of Student's t with 2 degrees of freedom
 EPOCHS = [2, 4, 6, 8, 10]

@@ -13,12 +13,12 @@ from mlmia.core.provenance import SourceTree
 SRC = REPO / "src"
 
 #: the library's packages (and top-level modules) by floor, lowest first: a package imports only
-#: packages of lower floors. `core` (errors, the step runner, provenance); the shared vocabulary
+#: packages of lower floors. `core` (errors, the step runner, provenance); the shared terms
 #: (schemas and defaults, specs, layout, table columns); the stages, each above those it builds on;
 #: `Study`, the one seam to Snakemake, and the entry points (the CLI, the training job) on top.
 FLOORS = (
     ("core",),
-    ("vocabulary",),
+    ("terms",),
     ("models", "metrics"),
     ("data", "scoring", "attacks"),
     ("world", "report"),

@@ -32,7 +32,7 @@ from mlmia.scoring.schedules import (
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.study.study import Study
 from mlmia.training_job import train_model, training_settings
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 SAMA = {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5}
 

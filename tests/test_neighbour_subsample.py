@@ -18,7 +18,7 @@ from mlmia.attacks.protocols import MetricSettings, attack_metrics, point_estima
 from mlmia.attacks.table import build_attack_table
 from mlmia.core.errors import UserError
 from mlmia.study.study import Study
-from mlmia.vocabulary.manifest import neighbour_subsample
+from mlmia.terms.manifest import neighbour_subsample
 
 
 def manifest() -> pd.DataFrame:

@@ -21,7 +21,7 @@ from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.neighbours import NEIGHBOUR_SEPARATOR, neighbour_samples
 from mlmia.study.study import Study
-from mlmia.vocabulary.manifest import rows_read
+from mlmia.terms.manifest import rows_read
 
 LONG = " ".join(TINY_WORDS[:60])  # about 60 tokens: longer than the tiny models' 40 positions
 TEXTS = [

@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from workflow_helpers import REPO
 
-from mlmia.vocabulary.schema import schema_path
+from mlmia.terms.schema import schema_path
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 DECLARED = {canonicalize_name(Requirement(r).name): Requirement(r) for r in PYPROJECT["project"]["dependencies"]}

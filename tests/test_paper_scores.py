@@ -8,8 +8,8 @@ from workflow_helpers import REPO, paper_scores_root
 from mlmia.attacks.protocols import MetricSettings, attack_metrics, point_estimates
 from mlmia.attacks.table import build_attack_table
 from mlmia.data.importing import files_from_config, import_manifest, import_model_scores, score_sets_from_config
-from mlmia.vocabulary.experiment import Experiment
-from mlmia.vocabulary.spec import Cell
+from mlmia.terms.experiment import Experiment
+from mlmia.terms.spec import Cell
 
 CONFIG = yaml.safe_load((REPO / "config" / "paper_scores.yaml").read_text())
 SPEC = yaml.safe_load((REPO / "config" / "tables_paper_scores.yaml").read_text())

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from workflow_helpers import REPO, copy_workflow, edit_yaml, planned_jobs, run_snakemake
 
-from mlmia.vocabulary.schema import defaults as schema_defaults
+from mlmia.terms.schema import defaults as schema_defaults
 
 SPEC = yaml.safe_load((REPO / "config" / "tables.yaml").read_text())
 PAPER = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())

@@ -15,7 +15,7 @@ from workflow_helpers import REPO
 
 from mlmia.study.plans import ALL, STUDIES, WORKFLOW_RULES, Caption, Plan
 from mlmia.study.study import Study
-from mlmia.vocabulary.layout import TOKENIZER
+from mlmia.terms.layout import TOKENIZER
 
 REPORTED = ("shadow", "shadow_mt", "canaries", "dexposure", "extraction", "dp", "audit_cards")
 

@@ -129,14 +129,14 @@ def test_a_registry_that_loads_its_package_by_name_brings_every_module_of_it(tmp
 
 
 def test_package_data_a_module_reads_counts_as_its_code(tmp_path):
-    # the trainers' defaults live in the config schema (mlmia.vocabulary.schema reads it): an edit to
+    # the trainers' defaults live in the config schema (mlmia.terms.schema reads it): an edit to
     # it changes the digest of a step that trains, not of one that never reads the schema
     shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
     train, join = SCRIPTS / "train_model.py", SCRIPTS / "join_scores.py"
-    assert "mlmia.vocabulary.schema" in import_closure(train)
-    assert "mlmia.vocabulary.schema" not in import_closure(join)
+    assert "mlmia.terms.schema" in import_closure(train)
+    assert "mlmia.terms.schema" not in import_closure(join)
     before = {script: _digest_with(tmp_path, script) for script in (train, join)}
-    schema = tmp_path / "mlmia" / "vocabulary" / "schemas" / "config.schema.yaml"
+    schema = tmp_path / "mlmia" / "terms" / "schemas" / "config.schema.yaml"
     text = schema.read_text()
     assert "hidden_size: {type: integer, minimum: 8, default: 128," in text
     schema.write_text(text.replace("hidden_size: {type: integer, minimum: 8, default: 128,",

@@ -23,7 +23,7 @@ from mlmia.scoring import fast_path, schedules
 from mlmia.scoring.energy import score_samples as score_samples_strict
 from mlmia.scoring.energy import score_samples_oracle as score_samples_oracle_strict
 from mlmia.scoring.masks import mask_patterns, n_masked
-from mlmia.vocabulary.scores import SCORE_COLUMNS
+from mlmia.terms.scores import SCORE_COLUMNS
 
 ATOL = 1e-5
 # CUDA (bf16 autocast; fp16 where bf16 is missing) against the fp32 CPU oracle: bf16 keeps 8

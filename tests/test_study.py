@@ -175,7 +175,7 @@ def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
 def test_the_library_reads_the_defaults_validation_fills():
     # schema.defaults (what the library fills into settings given in part) and validation (what
     # the workflow's config gets) read one schema: the same values, in the same order
-    from mlmia.vocabulary.schema import defaults, schema_path, validate
+    from mlmia.terms.schema import defaults, schema_path, validate
 
     sections = ("metrics", "scoring", "exposure", "canaries", "dexposure", "figure_style")
     config = {"run": "x", "tables_spec": "unused.yaml", "models": {"m": {"dp": {}}}, **{k: {} for k in sections}}
@@ -208,7 +208,7 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
     from mlmia.scoring.energy import score_file, score_samples, score_samples_oracle
     from mlmia.scoring.neighbours import neighbour_samples
     from mlmia.scoring.settings import ScoringSettings
-    from mlmia.vocabulary.schema import schema_path, validate
+    from mlmia.terms.schema import schema_path, validate
 
     sections = ("scoring", "extraction", "neighbours", "tokenizer", "exposure")
     config = validate({"run": "x", "tables_spec": "unused.yaml", **{k: {} for k in sections}}, schema_path("config"))
@@ -246,7 +246,7 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
 def test_validation_leaves_the_corpus_section_as_given():
     # the world's rules pass `corpus` as their params: a default written into it would rerun
     # every world job of a config that leaves one out (mlmia.world.corpus.corpus_settings fills them)
-    from mlmia.vocabulary.schema import schema_path, validate
+    from mlmia.terms.schema import schema_path, validate
 
     corpus = {"seed": 1, "i2b2": {"nonmember_patients": 3}, "general": {}}
     config = validate(
@@ -280,7 +280,7 @@ IMPORTED = {"energy": "masked", "files": "{root}/{model}__{set}.txt", "models": 
     ],
 )
 def test_a_renamed_key_is_refused_naming_the_new_one(old, message):
-    from mlmia.vocabulary.schema import schema_path, validate
+    from mlmia.terms.schema import schema_path, validate
 
     # refused before validation: before the other mistakes of the same config, and in one line
     config = {"run": "x", "tables_spec": "unused.yaml", "training": {"thread": 2}, **copy.deepcopy(old)}
@@ -290,7 +290,7 @@ def test_a_renamed_key_is_refused_naming_the_new_one(old, message):
 
 
 def test_the_renamed_keys_validate_under_their_new_names():
-    from mlmia.vocabulary.schema import schema_path, validate
+    from mlmia.terms.schema import schema_path, validate
 
     config = validate(
         {"run": "x", "tables_spec": "unused.yaml", "scoring": {"patterns": 4}, "extraction": {"top_k": 5},
@@ -305,7 +305,7 @@ def test_the_renamed_keys_validate_under_their_new_names():
 def test_an_attack_takes_its_renamed_parameter_from_the_config(in_repo):
     # Min-K%'s fraction reaches the metrics job's params under its new name; a parameter of
     # another attack that is also called k is not Min-K%'s (only attacks.min_k*.k were renamed)
-    from mlmia.vocabulary.schema import check_renamed
+    from mlmia.terms.schema import check_renamed
 
     config = load("config.yaml")
     config["attacks"] = {"min_k": {"fraction": 0.3}}

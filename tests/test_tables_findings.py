@@ -12,7 +12,7 @@ from mlmia.report.finding import findings_frame
 from mlmia.report.findings import check_findings, render
 from mlmia.report.tables import render_latex, render_markdown, render_table, tidy_table
 from mlmia.scoring.shards import shard_count, shard_slice
-from mlmia.vocabulary.experiment import Experiment
+from mlmia.terms.experiment import Experiment
 
 EXP = {"e1": Experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
 

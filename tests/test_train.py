@@ -25,7 +25,7 @@ from mlmia.models.tokenizer import (
 )
 from mlmia.models.training import masked_lm_loss, train_mlm
 from mlmia.training_job import train_from_table
-from mlmia.vocabulary.schema import defaults, schema_path, validate
+from mlmia.terms.schema import defaults, schema_path, validate
 
 TEXTS = (
     [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]

@@ -12,7 +12,7 @@ import yaml
 from sklearn.metrics import roc_auc_score
 from workflow_helpers import run_snakemake
 
-from mlmia.vocabulary.manifest import neighbour_subsample
+from mlmia.terms.manifest import neighbour_subsample
 
 RUN = "results/ci"
 SUBSAMPLE = {"member": {"mimic": {"short": 4, "long": 12}}, "nonmember": {"mimic": {"short": 2, "long": 12}}}

@@ -7,9 +7,9 @@ import sys
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import setup_logging
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
-#: options renamed (one word per concept, as the config's keys: `mlmia.vocabulary.schema.RENAMED`),
+#: options renamed (one word per concept, as the config's keys: `mlmia.terms.schema.RENAMED`),
 #: refused naming the new one: old option -> new option
 RENAMED_OPTIONS = {"--masks": "--patterns"}
 

@@ -3,7 +3,7 @@ import pandas as pd
 from mlmia.attacks.table import build_attack_table, group_score_inputs
 from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
-from mlmia.vocabulary.manifest import NEIGHBOUR_OF
+from mlmia.terms.manifest import NEIGHBOUR_OF
 
 
 def main(snakemake):

@@ -4,7 +4,7 @@ from mlmia.core.io import write_parquet
 from mlmia.core.runner import run_step
 from mlmia.models.loading import load_mlm
 from mlmia.scoring.neighbours import neighbour_samples
-from mlmia.vocabulary.manifest import neighbour_subsample
+from mlmia.terms.manifest import neighbour_subsample
 
 
 def main(snakemake):

@@ -6,7 +6,7 @@ from mlmia.models.loading import load_mlm
 from mlmia.scoring.energy import score_samples
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.scoring.shards import shard_slice
-from mlmia.vocabulary.manifest import rows_read
+from mlmia.terms.manifest import rows_read
 
 
 def main(snakemake):

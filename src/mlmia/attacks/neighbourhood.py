@@ -8,7 +8,7 @@ import pandas as pd
 from mlmia.attacks.base import Attack
 from mlmia.attacks.shared import row_ids
 from mlmia.core.errors import UserError
-from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES
+from mlmia.terms.manifest import NEIGHBOUR_ROLES
 
 
 class Neighbourhood(Attack):
@@ -25,7 +25,7 @@ class Neighbourhood(Attack):
     patterns, so that the difference carries no masking noise of its own). No reference
     model is needed. A population sample has no statistic (NaN): its neighbours are not
     scored; nor has an audited sample outside the configured subsample
-    (`neighbours.subsample`, `mlmia.vocabulary.manifest.neighbour_subsample`), whose
+    (`neighbours.subsample`, `mlmia.terms.manifest.neighbour_subsample`), whose
     ``neighbours_energy`` the attack table leaves empty (None): the metrics compute this
     attack on the rows that have neighbour energies (`scored`). Lower means "member". Its test (`tests/test_attack_zoo.py`, reference
     definitions) follows MIMIR's neighbourhood attack (iamgroot42/mimir,
@@ -38,7 +38,7 @@ class Neighbourhood(Attack):
     inputs = {"target": ("energy",), "neighbours": ("energy",)}
     lower_is_member = True
     aggregates = True
-    # population samples' neighbours are not scored (`mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`): no
+    # population samples' neighbours are not scored (`mlmia.terms.manifest.NEIGHBOUR_ROLES`): no
     # statistic (NaN) and so no population threshold for this attack
     scored_roles = NEIGHBOUR_ROLES
 

@@ -42,9 +42,9 @@ from mlmia.metrics.classification import (
     roc,
 )
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.vocabulary.experiment import DEFAULTS as EXPERIMENT
-from mlmia.vocabulary.manifest import ROLES
-from mlmia.vocabulary.scores import PATTERN_SIZES, TOKEN_COLUMNS
+from mlmia.terms.experiment import DEFAULTS as EXPERIMENT
+from mlmia.terms.manifest import ROLES
+from mlmia.terms.scores import PATTERN_SIZES, TOKEN_COLUMNS
 
 PROTOCOLS = ("published", "corrected")
 LEVELS = ("sample", "patient")

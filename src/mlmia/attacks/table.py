@@ -25,8 +25,8 @@ import pandas as pd
 
 from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
-from mlmia.vocabulary.experiment import DEFAULTS as EXPERIMENT
-from mlmia.vocabulary.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, neighbour_subsample, taken
+from mlmia.terms.experiment import DEFAULTS as EXPERIMENT
+from mlmia.terms.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, neighbour_subsample, taken
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
 
@@ -211,7 +211,7 @@ def _neighbour_lists(
 ):
     """Each scored sample's neighbours' `column` (`scored`: `_with_neighbours`), in the neighbour
     table's order (its ``neighbour_of`` names the sample); None for a population sample, whose
-    neighbours are not scored (`mlmia.vocabulary.manifest.NEIGHBOUR_ROLES`), and for one outside
+    neighbours are not scored (`mlmia.terms.manifest.NEIGHBOUR_ROLES`), and for one outside
     the neighbour subsample."""
     if neighbours is None:
         raise UserError(f"{where}: the neighbours' scores come without their neighbour table")
@@ -220,7 +220,7 @@ def _neighbour_lists(
         raise UserError(f"{where}: the neighbour table lacks column(s) {', '.join(missing)}")
     indexed = _indexed(scores, model, [column], kind, where)
     # only the selected samples' neighbours: a model's neighbour scores cover the samples its
-    # experiments read (`mlmia.vocabulary.manifest.rows_read`), not every sample's
+    # experiments read (`mlmia.terms.manifest.rows_read`), not every sample's
     audited = ids[scored]
     neighbours = neighbours[neighbours[NEIGHBOUR_OF].astype(str).isin(audited)]
     values = _values(indexed, neighbours["sample_id"].astype(str), column, model, kind, where)

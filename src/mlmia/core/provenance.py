@@ -12,7 +12,7 @@ A registry that imports the modules of its package by name declares it (a module
 ``LOADS_BY_NAME = "<package>"``): for a digest every module of that package counts as
 imported. A module that reads package data at run time declares it (a module-level
 ``READS_FILES = "<glob>"``, relative to its folder): those files count as its code (the config
-schemas, whose defaults the trainers read, `mlmia.vocabulary.schema`). What is loaded from outside
+schemas, whose defaults the trainers read, `mlmia.terms.schema`). What is loaded from outside
 the library (a user's plug-in) cannot be seen in the source: the rule names those modules as
 extras.
 

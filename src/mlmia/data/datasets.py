@@ -36,7 +36,7 @@ error messages)::
   text, one file per role and length) read with ``columns: {group: 0, text: 3}``.
 
 `assign_lengths` then counts content tokens with the scoring tokenizer and fills the
-length bucket (`mlmia.vocabulary.manifest.length_bucket`) where a file did not give one.
+length bucket (`mlmia.terms.manifest.length_bucket`) where a file did not give one.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from mlmia.core.io import as_text, describe_columns, read_jsonl
 from mlmia.core.logs import get_logger
 from mlmia.data.raw import split_sentences
 from mlmia.models.tokenizer import content_tokens
-from mlmia.vocabulary.manifest import (
+from mlmia.terms.manifest import (
     LENGTHS,
     MANIFEST_COLUMNS,
     ROLES,
@@ -59,7 +59,7 @@ from mlmia.vocabulary.manifest import (
     length_bucket,
     patient_in_two_roles,
 )
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 #: what a dataset entry leaves out (format, header): the config schema's (`datasets.<name>`)
@@ -459,9 +459,9 @@ def assign_lengths(manifest: pd.DataFrame, tokenizer, buckets: dict | None = Non
     """Fill `n_tokens` (content word pieces, no [CLS]/[SEP]) and `length`.
 
     A row whose file gave a length keeps it (its n_tokens are still counted); the others get
-    the bucket of their token count: `mlmia.vocabulary.manifest.length_bucket` (short 10-19, long 20-60),
+    the bucket of their token count: `mlmia.terms.manifest.length_bucket` (short 10-19, long 20-60),
     or `buckets`, a mapping {name: [lo, hi]} of inclusive ranges. Rows in no bucket keep
-    length None (logged): experiments over all lengths use them, short/long ones do not. Returns the manifest columns (`mlmia.vocabulary.manifest.MANIFEST_COLUMNS`).
+    length None (logged): experiments over all lengths use them, short/long ones do not. Returns the manifest columns (`mlmia.terms.manifest.MANIFEST_COLUMNS`).
     """
     missing = [c for c in DATASET_COLUMNS if c != "length" and c not in manifest.columns]
     if missing:

@@ -16,8 +16,8 @@ import pandas as pd
 
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import as_text, numbers, read_table
-from mlmia.vocabulary.manifest import MANIFEST_COLUMNS, ROLES, check_roles_disjoint
-from mlmia.vocabulary.scores import SCORE_COLUMNS, TOKEN_COLUMNS
+from mlmia.terms.manifest import MANIFEST_COLUMNS, ROLES, check_roles_disjoint
+from mlmia.terms.scores import SCORE_COLUMNS, TOKEN_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import atomic_path, describe_columns
 from mlmia.core.logs import get_logger
-from mlmia.vocabulary.manifest import ROLES, TRAINED_ROLES
+from mlmia.terms.manifest import ROLES, TRAINED_ROLES
 
 log = get_logger(__name__)
 
@@ -323,7 +323,7 @@ def sample_patients(sentences: pd.DataFrame, counts: dict[str, int], seed: int, 
     patients and nonmember and population patients among the others; without one, the
     non-member roles are drawn among all patients (and member roles are an error). Patient ids
     are sorted, then one seeded permutation per pool is cut into the roles in the order of
-    `mlmia.vocabulary.manifest.ROLES`. Rows keep their input order. `key` is the config key of `counts`.
+    `mlmia.terms.manifest.ROLES`. Rows keep their input order. `key` is the config key of `counts`.
     """
     missing = [c for c in ("patient_id", "text") if c not in sentences.columns]
     if missing:
@@ -381,7 +381,7 @@ def write_processed(df: pd.DataFrame, directory: str | os.PathLike, prefix: str)
     """One processed CSV per role, ``{directory}/{prefix}_{role}.csv``, written atomically.
 
     Columns patient_id, note_id, sentence, text with a header row; roles in the order of
-    `mlmia.vocabulary.manifest.ROLES`. Returns the paths written.
+    `mlmia.terms.manifest.ROLES`. Returns the paths written.
     """
     missing = [c for c in [*PROCESSED_COLUMNS, "role"] if c not in df.columns]
     if missing:

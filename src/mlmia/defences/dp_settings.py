@@ -11,7 +11,7 @@ import math
 from mlmia.core.errors import UserError
 from mlmia.defences.clipping import CLIPPINGS
 from mlmia.models.settings import freezes_word_embeddings
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
@@ -25,7 +25,7 @@ def _number(value) -> bool:
 
 def dp_settings(value) -> dict:
     """A model's `dp:` setting with the config schema's defaults filled in
-    (`mlmia.vocabulary.schema.defaults`); a wrong key or value is a UserError (one line)."""
+    (`mlmia.terms.schema.defaults`); a wrong key or value is a UserError (one line)."""
     if not isinstance(value, dict):
         raise UserError(f"model config: dp must be a mapping such as {{epsilon: 4, max_grad_norm: 1.0}}, got {value!r}")
     out = defaults("models", "*", "dp")  # every key of the setting has one

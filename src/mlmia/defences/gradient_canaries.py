@@ -49,7 +49,7 @@ from scipy import special, stats
 
 from mlmia.core.errors import UserError
 from mlmia.defences.dp_settings import canary_settings
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 SCORES = ("likelihood_ratio", "alignment")
 #: the keyword defaults below: the config schema's `dp_audit` section

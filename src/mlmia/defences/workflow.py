@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mlmia.attacks.base import input_column
 from mlmia.core.errors import UserError
-from mlmia.vocabulary.spec import DP_GROUP
+from mlmia.terms.spec import DP_GROUP
 
 
 def audit_plan(study) -> dict[str, dict]:

@@ -43,7 +43,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import exact_rank, exposure, skewnorm_exposure
 from mlmia.report.markdown import markdown_table
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 #: the scorer's seed left out: the config schema's (`scoring.seed`, which the workflow passes)

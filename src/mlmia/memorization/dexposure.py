@@ -35,7 +35,7 @@ What is computed here, exactly:
 - the main experiment (`main_design`, `main_runs`): one tagger per (seed, repetitions).
 
 The tagger's size and training settings default to the config schema's (`dexposure.model`,
-`dexposure.training`; `mlmia.vocabulary.schema.defaults`). Table 3, Figure 1 and the first finding:
+`dexposure.training`; `mlmia.terms.schema.defaults`). Table 3, Figure 1 and the first finding:
 `mlmia.memorization.dexposure_report`; the overfitting experiment (Figure 2, the second
 finding): `mlmia.memorization.overfitting`.
 """
@@ -56,7 +56,7 @@ from mlmia.memorization.exposure import d_exposure, mean_d_exposure
 from mlmia.models.batching import pad_rows
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)

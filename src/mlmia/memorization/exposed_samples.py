@@ -25,7 +25,7 @@ from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.metrics.classification import population_threshold
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 FEATURE_SETS = {
     "digits": ["digits"],

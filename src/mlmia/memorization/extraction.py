@@ -38,7 +38,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 #: the keyword defaults of `infill` and `extraction_rates`: the config schema's `extraction` section

@@ -44,7 +44,7 @@ from mlmia.memorization.dexposure_report import interval_cell, model_means
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import Finding, interval_verdict
 from mlmia.report.markdown import markdown_table
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: the slopes' unit: bits of d-exposure per this many epochs
 SLOPE_EPOCHS = 100

@@ -36,7 +36,7 @@ from mlmia.models.settings import seq2seq_settings
 from mlmia.models.tokenizer import encode_text
 from mlmia.models.training import save_model
 from mlmia.models.training_batches import length_grouped_batches
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 #: threads and device left out: the config schema's `training` section (what the workflow passes)

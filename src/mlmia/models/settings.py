@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from mlmia.core.errors import UserError
 from mlmia.models.objectives import objective_names
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: what `freeze` may name, and the parameters of a BertForMaskedLM each holds ("weights": every
 #: matrix, embeddings included, so that only the biases and LayerNorms train: BitFit, Ben Zaken,
@@ -23,7 +23,7 @@ FROZEN_PARTS = {
 
 def model_settings(config: dict | None) -> dict:
     """The model config with defaults filled in: the training settings of a `models:` entry,
-    each defaulting to the config schema's (`mlmia.vocabulary.schema.defaults`); unknown keys are an
+    each defaulting to the config schema's (`mlmia.terms.schema.defaults`); unknown keys are an
     error. The `dp` setting is left as given: DP-SGD checks it (`mlmia.defences.dp_settings.dp_settings`)."""
     config = dict(config or {})
     out = defaults("models", "*")
@@ -60,7 +60,7 @@ def freezes_word_embeddings(parts) -> bool:
 
 def seq2seq_settings(config: dict | None) -> dict:
     """The model config with the config schema's defaults of `shadow_mt.model` filled in
-    (`mlmia.vocabulary.schema.defaults`); an unknown key or a width that the heads do not divide is an error."""
+    (`mlmia.terms.schema.defaults`); an unknown key or a width that the heads do not divide is an error."""
     config = dict(config or {})
     out = defaults("shadow_mt", "model")  # every key of the model has one
     unknown = sorted(k for k in config if k not in out)

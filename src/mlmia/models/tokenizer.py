@@ -24,7 +24,7 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: the vocabulary size, minimum frequency and minimum patients left out: the config schema's `tokenizer` section
 TOKENIZER = defaults("tokenizer")

@@ -48,7 +48,7 @@ from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
 from mlmia.models.settings import FROZEN_PARTS, model_settings
 from mlmia.models.training_batches import BatchBuilder, length_grouped_batches, pack_lines
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 

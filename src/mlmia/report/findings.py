@@ -23,7 +23,7 @@ from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.report.finding import Finding, interval_verdict, render_findings
 from mlmia.report.tables import value_format
-from mlmia.vocabulary.spec import Cell
+from mlmia.terms.spec import Cell
 
 INTERVAL = "paired patient bootstrap, 95% percentile interval"
 TITLE = "Findings checked on this run"

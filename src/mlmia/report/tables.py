@@ -20,8 +20,8 @@ from mlmia.attacks.protocols import PARAMETER_METRIC
 from mlmia.core.errors import UserError
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.report.markdown import markdown_table
-from mlmia.vocabulary.experiment import Experiment
-from mlmia.vocabulary.spec import COUNT_METRICS, Cell
+from mlmia.terms.experiment import Experiment
+from mlmia.terms.spec import COUNT_METRICS, Cell
 
 TIDY_COLUMNS = [
     "table", "column", "header", "row", "metric", "attack", "threshold", "fpr", "split", "features", "role", "level",

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.report.markdown import markdown_table
-from mlmia.vocabulary.manifest import ROLES
+from mlmia.terms.manifest import ROLES
 
 #: every role a share is given for, in print order ("unknown": a value whose patient has no role in the samples)
 SHARE_ROLES = (*ROLES, "unknown")

@@ -57,8 +57,8 @@ from mlmia.scoring.fast_path import run_fast, token_evidence
 from mlmia.scoring.masks import n_masked
 from mlmia.scoring.memory import batch_size_for_memory, sequence_bytes
 from mlmia.scoring.prepared import REDUCTIONS, check_params, prepare, score_frame
-from mlmia.vocabulary.schema import defaults
-from mlmia.vocabulary.scores import ENERGY_KINDS, SCORE_COLUMNS
+from mlmia.terms.schema import defaults
+from mlmia.terms.scores import ENERGY_KINDS, SCORE_COLUMNS
 
 log = get_logger(__name__)
 

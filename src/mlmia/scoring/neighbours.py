@@ -76,8 +76,8 @@ from mlmia.core.logs import get_logger
 from mlmia.models.loading import max_sequence_length, mlm_parts
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.masks import MASK_ID, mask_keys
-from mlmia.vocabulary.manifest import NEIGHBOUR_OF
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.manifest import NEIGHBOUR_OF
+from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 

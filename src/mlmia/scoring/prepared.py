@@ -20,7 +20,7 @@ from mlmia.models.loading import max_sequence_length
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.masks import MASK_COUNTS, mask_keys
 from mlmia.scoring.schedules import check_schedule, content_patterns
-from mlmia.vocabulary.scores import ENERGY_KINDS, PATTERN_SIZES, SCORE_COLUMNS, SIZED_KINDS
+from mlmia.terms.scores import ENERGY_KINDS, PATTERN_SIZES, SCORE_COLUMNS, SIZED_KINDS
 
 log = get_logger(__name__)
 

@@ -6,7 +6,7 @@ reference score a sample under the same patterns (common random numbers), whatev
 the batch or the device. Positions are 0-based indices into the sample's content tokens.
 
 Two kinds mask a different number of tokens in each pattern (their score tables say how many a
-pattern scores: `mlmia.vocabulary.scores.PATTERN_SIZES`):
+pattern scores: `mlmia.terms.scores.PATTERN_SIZES`):
 
 - ``progressive`` (SAMA: Stry233/SAMA, ``attack/attacks/sama.py``, its linear schedule): steps
   s = 0..S-1 mask the fraction f_s = min + (max - min)(s + 1)/(S + 1) of the T content tokens,
@@ -35,7 +35,7 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.scoring.masks import mask_patterns, single_position_patterns
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: the schedules' settings and their defaults: the config schema's `scoring.progressive` (SAMA's
 #: config_all.yaml) and `scoring.elbo` (an ELBO as costly as K = 10)

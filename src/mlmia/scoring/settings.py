@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 from mlmia.scoring.schedules import SCHEDULES, check_schedule
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: the settings left out take the config schema's defaults (`scoring`)
 _DEFAULTS = defaults("scoring")

@@ -35,7 +35,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
 from mlmia.metrics.classification import weighted_auc
 from mlmia.metrics.intervals import group_resamples, percentile_interval, row_weights
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: the paper's classifiers, in its order
 CLASSIFIERS = ("Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP")

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlmia.core.errors import UserError
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: default number of bins of the sentence-BLEU histogram over [0, 100], the config schema's
 #: `shadow.bins` (the paper's 100 bins for groups of 500 sentences hold 5 sentences a bin; 10 bins

@@ -33,7 +33,7 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import require_columns
 from mlmia.core.keys import stable_key
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: the parts of `carol_split`, one per group
 PARTS = ("alice_train", "in_probe", "out_probe", "ood_probe", "unused")
@@ -48,7 +48,7 @@ SLICE_MIN_GROUPS = len(CLASSIFIER_SPLITS)
 
 def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
     """A shadow protocol's settings, a key left out the config schema's default in `section`
-    (`mlmia.vocabulary.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
+    (`mlmia.terms.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
     translation target (the same protocol keys through YAML anchors, but the latter's smaller
     `group_size` and its subcorpora). The workflow passes the section whole."""
     return {**defaults(section), **dict(settings)}

@@ -2,7 +2,7 @@
 type, default and meaning, the built-in attacks' parameters, and a worked config per study.
 
 One source: the key's type and default come from `config/schema/*.schema.yaml` (the library's
-`mlmia.vocabulary.schemas`), its meaning from the key's `description` there, an attack's parameters
+`mlmia.terms.schemas`), its meaning from the key's `description` there, an attack's parameters
 from its class (`mlmia.attacks`), and the worked examples (`EXAMPLES`) are overlays that
 `tests/test_config_docs.py` validates against the schema and reads with `Study.from_config`. The
 same test fails when config/README.md is not what this module writes now::
@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 
 from mlmia.report.markdown import markdown_table
-from mlmia.vocabulary.schema import load_schema, schema_path
+from mlmia.terms.schema import load_schema, schema_path
 
 #: how to write the file again (in its header and in the test's failure)
 REGENERATE = "python -m mlmia.study.config_docs > config/README.md  (or: make config-docs)"

@@ -8,7 +8,7 @@ from functools import cached_property
 
 from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
-from mlmia.vocabulary.spec import THRESHOLD_METRICS, Cell, figure_attacks, figure_experiments
+from mlmia.terms.spec import THRESHOLD_METRICS, Cell, figure_attacks, figure_experiments
 
 
 class ExperimentNeeds:
@@ -175,7 +175,7 @@ class ExperimentNeeds:
     def score_rows(self, dataset: str, model: str, energy: str) -> list[dict]:
         """Which rows of sample table `dataset` model `model`'s `energy` scores must cover: the
         selections (`Experiment.selection`) of every experiment that reads them, distinct, in a
-        stable order (`mlmia.vocabulary.manifest.rows_read` takes their union). A DP target read on
+        stable order (`mlmia.terms.manifest.rows_read` takes their union). A DP target read on
         long samples only is scored on those (and on their neighbours) only; neighbour texts are
         scored for the audited samples only, never the population's (`NEIGHBOUR_ROLES`)."""
         wanted = (dataset, model, energy)

@@ -14,7 +14,7 @@ its target's objective; a target the workflow does not train (a `path`) reads th
 from __future__ import annotations
 
 from mlmia.models.objectives.base import DEFAULT_OBJECTIVE
-from mlmia.vocabulary.experiment import Experiment
+from mlmia.terms.experiment import Experiment
 
 #: the reference models the workflow trains: pool_ref_0, pool_ref_1, ...
 REFERENCE_PREFIX = "pool_ref_"

@@ -1,7 +1,7 @@
 """The study a config describes: its experiments, tables, figures and findings, what each needs.
 
 `Study.from_config(config, workflow_dir)` validates a config (defaults filled in,
-`mlmia.vocabulary.schema.validate`) and a tables spec (experiments, row sets, tables, figures,
+`mlmia.terms.schema.validate`) and a tables spec (experiments, row sets, tables, figures,
 findings: `config/tables.yaml`, or generated from an `audit:` section). It knows which
 experiments each table, figure and finding reads, which attacks, thresholds, alphas and FPRs
 each experiment's metrics must hold, and where every result of the run lies
@@ -29,8 +29,8 @@ from mlmia.study.plans import Plans, Resources
 from mlmia.study.plans.base import resources
 from mlmia.study.pools import ReferencePools
 from mlmia.study.validation import Validation
-from mlmia.vocabulary.experiment import NEIGHBOUR_SET, Experiment
-from mlmia.vocabulary.layout import (
+from mlmia.terms.experiment import NEIGHBOUR_SET, Experiment
+from mlmia.terms.layout import (
     CORPORA,
     ONE_RUN_CORPUS,
     RESULTS,
@@ -42,9 +42,9 @@ from mlmia.vocabulary.layout import (
     model_dir,
     table_files,
 )
-from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES, TRAINED_ROLES
-from mlmia.vocabulary.schema import defaults, load_yaml, schema_path, validate
-from mlmia.vocabulary.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
+from mlmia.terms.manifest import NEIGHBOUR_ROLES, TRAINED_ROLES
+from mlmia.terms.schema import defaults, load_yaml, schema_path, validate
+from mlmia.terms.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
 
 #: model keys that are not training settings (where the model comes from)
 NOT_SETTINGS = ("corpus", "init", "path", "tokenizer", "training_text", "public_tokenizer")
@@ -285,7 +285,7 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def neighbour_draw(self) -> dict:
         """Which audited samples have neighbour texts, for the attack tables: `neighbours.subsample`
-        and the seed it is drawn with (`mlmia.vocabulary.manifest.neighbour_subsample`)."""
+        and the seed it is drawn with (`mlmia.terms.manifest.neighbour_subsample`)."""
         return {key: self.config["neighbours"][key] for key in ("subsample", "seed")}
 
     def neighbour_sets(self) -> list[str]:

@@ -14,8 +14,8 @@ from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.models.vocabulary_files import check_checkpoint_files
 from mlmia.study.checks.training import check_training
-from mlmia.vocabulary.layout import CORPORA
-from mlmia.vocabulary.spec import (
+from mlmia.terms.layout import CORPORA
+from mlmia.terms.spec import (
     COUNT_METRICS,
     DP_GROUP,
     METRICS,

@@ -30,7 +30,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 from mlmia.world.lexicon import general_sentences, lexicon
 from mlmia.world.patient_phi import patient_phi
 from mlmia.world.patients import Patient, make_patient, pick, sentence_count
@@ -44,7 +44,7 @@ REGISTERS = {"mimic": mimic.REGISTER, "i2b2": i2b2.REGISTER, "domain": case_repo
 
 def corpus_settings(config: dict | None) -> dict:
     """The `corpus:` config section with the config schema's defaults filled in, one level deep
-    (`mlmia.vocabulary.schema.defaults`; validation leaves them out of the config); an unknown key
+    (`mlmia.terms.schema.defaults`; validation leaves them out of the config); an unknown key
     or a value out of range is a UserError naming the key."""
     config = dict(config or {})
     known = defaults("corpus")  # every key of the section has one

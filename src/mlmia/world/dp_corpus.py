@@ -22,7 +22,7 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 from mlmia.world.corpus import corpus_settings, patient_sentences
 from mlmia.world.lexicon import lexicon
 from mlmia.world.patients import make_patient, sentence_count
@@ -34,7 +34,7 @@ PATIENT_PREFIX = "mimic-dp-"
 
 
 def dp_corpus_settings(value: dict | None) -> dict:
-    """The `dp_corpus:` section with the config schema's defaults (`mlmia.vocabulary.schema.defaults`);
+    """The `dp_corpus:` section with the config schema's defaults (`mlmia.terms.schema.defaults`);
     a wrong key or value is a UserError."""
     value = dict(value or {})
     out = defaults("dp_corpus")  # every key of the section has one

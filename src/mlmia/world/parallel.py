@@ -39,7 +39,7 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 from mlmia.world.lexicon import OUTCOMES, RELATIONS, general_sentences, lexicon
 from mlmia.world.patients import (
     Patient,
@@ -99,7 +99,7 @@ CHEMISTRY, BLOOD_COUNT = ("na", "k", "bun", "cr", "glu"), ("wbc", "hgb", "hct", 
 
 
 def parallel_settings(config: dict | None) -> dict:
-    """`shadow_mt.corpus` with the config schema's defaults (`mlmia.vocabulary.schema.defaults`):
+    """`shadow_mt.corpus` with the config schema's defaults (`mlmia.terms.schema.defaults`):
     {documents: {subcorpus: n}, sentences_per_document}; a wrong key or value is a UserError."""
     config = dict(config or {})
     known = defaults("shadow_mt", "corpus")  # the subcorpora are the keys of its documents

@@ -64,7 +64,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.data.i2b2_phi import i2b2_labelled_sentences
 from mlmia.models.tokenizer import bert_normalizer
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 from mlmia.world.lexicon import lexicon
 from mlmia.world.patients import pick
 from mlmia.world.phi_entities import PHI_CLASSES, SLOT_CLASSES, SUBSTITUTABLE, assemble, make_phi_patient, phi_world
@@ -124,7 +124,7 @@ def phrase_slot(phrase: str) -> tuple[list[str], int]:
 
 def phi_settings(config: Mapping | None) -> dict:
     """The generator's settings (`NOTE_SETTINGS`) from the `dexposure:` config, checked; a key
-    left out is the config schema's default (`mlmia.vocabulary.schema.defaults`)."""
+    left out is the config schema's default (`mlmia.terms.schema.defaults`)."""
     config = dict(config or {})
     known = defaults("dexposure")
     out = {key: config.get(key, known[key]) for key in NOTE_SETTINGS}

@@ -12,7 +12,7 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.logs import get_logger
 from mlmia.models.tokenizer import content_tokens
-from mlmia.vocabulary.manifest import MANIFEST_COLUMNS, check_roles_disjoint, length_bucket
+from mlmia.terms.manifest import MANIFEST_COLUMNS, check_roles_disjoint, length_bucket
 
 log = get_logger(__name__)
 

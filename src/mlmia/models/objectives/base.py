@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from mlmia.core.errors import UserError
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 if TYPE_CHECKING:
     import torch

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mlmia.models.objectives.base import MaskedBatch, Objective
 from mlmia.models.tokenizer import SPECIAL_TOKENS
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: a model entry's `mlm_probability` left out: the config schema's (0.15, BERT's)
 MLM_PROBABILITY = defaults("models", "*")["mlm_probability"]

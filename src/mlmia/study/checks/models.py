@@ -7,8 +7,8 @@ trainer's own rules on each model's settings are `mlmia.study.checks.training`."
 from __future__ import annotations
 
 from mlmia.study.checks.refusal import has_world, refused
-from mlmia.vocabulary.layout import ONE_RUN_CORPUS
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.layout import ONE_RUN_CORPUS
+from mlmia.terms.schema import defaults
 
 #: the keys of a models entry that say how the workflow trains it (the schema's, with their defaults)
 TRAINING_KEYS = tuple(defaults("models", "*"))

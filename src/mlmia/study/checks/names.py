@@ -10,7 +10,7 @@ from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.study.checks.refusal import has_world, refused, rekeyed
 from mlmia.study.pools import REFERENCE_PREFIX
-from mlmia.vocabulary.layout import (
+from mlmia.terms.layout import (
     CANARY_TOKENIZER,
     ONE_RUN_CORPUS,
     RESULTS,

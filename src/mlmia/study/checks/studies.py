@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mlmia.core.errors import UserError
 from mlmia.study.checks.refusal import has_world, refused, rekeyed
-from mlmia.vocabulary.layout import ONE_RUN_CORPUS
+from mlmia.terms.layout import ONE_RUN_CORPUS
 
 #: the slots of an imported dataset's `files` pattern (mlmia.data.importing.files_from_config)
 FILE_SLOTS = ("root", "model", "set")

@@ -10,7 +10,7 @@ import re
 
 from mlmia.core.errors import UserError
 from mlmia.study.checks.refusal import refused
-from mlmia.vocabulary.schema import defaults
+from mlmia.terms.schema import defaults
 
 #: how the trainer names a setting in its refusals: "model config: <key> <what>" (dp.<key> for dp's)
 TRAINER_PREFIX = "model config: "

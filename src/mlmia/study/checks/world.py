@@ -5,7 +5,7 @@ patients' sentences), and the sources a study names."""
 from __future__ import annotations
 
 from mlmia.study.checks.refusal import has_world, refused
-from mlmia.vocabulary.layout import CORPORA, WORLD_SETS
+from mlmia.terms.layout import CORPORA, WORLD_SETS
 
 #: config sections that only the embedded world reads
 WORLD_SECTIONS = ("samples", "dp_corpus", "shadow", "shadow_mt")
@@ -81,7 +81,7 @@ def check_neighbour_subsample(config: dict) -> None:
     """`neighbours.subsample` names audited roles only (`NEIGHBOUR_ROLES`) and, on the embedded
     world, (role, source) pairs of `samples.counts`, asking no more than they hold in any length
     bucket. A dataset's own counts are checked by the job that draws the subsample."""
-    from mlmia.vocabulary.manifest import NEIGHBOUR_ROLES
+    from mlmia.terms.manifest import NEIGHBOUR_ROLES
 
     subsample = (config.get("neighbours") or {}).get("subsample") or {}
     for role, by_source in subsample.items():

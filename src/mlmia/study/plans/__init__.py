@@ -21,7 +21,7 @@ from mlmia.study.plans.base import ALL, WORKFLOW_RULES, Caption, Plan, Registrat
 from mlmia.study.plans.dp import DPTargets
 from mlmia.study.plans.groups import group_plan
 from mlmia.study.plans.shadow import ShadowModels
-from mlmia.vocabulary.spec import DEFAULT_GROUP
+from mlmia.terms.spec import DEFAULT_GROUP
 
 __all__ = ["ALL", "STUDIES", "WORKFLOW_RULES", "Caption", "Plan", "Plans", "Registration", "Resources", "Shown"]
 

@@ -5,7 +5,7 @@ embedded world's PHI-labelled notes or on the i2b2 2014 XML (`snakemake dexposur
 from __future__ import annotations
 
 from mlmia.study.plans.base import Caption, Plan, Registration, Resources, shown
-from mlmia.vocabulary.layout import TOKENIZER
+from mlmia.terms.layout import TOKENIZER
 
 RULES = "rules/dexposure.smk"
 #: the config keys of dexposure that make the PHI-labelled notes (mlmia.world.phi)

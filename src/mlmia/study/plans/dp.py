@@ -6,8 +6,8 @@ whose tables join the audit's outputs."""
 from __future__ import annotations
 
 from mlmia.study.plans.base import Caption, Plan, shown
-from mlmia.vocabulary.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS, audit_run
-from mlmia.vocabulary.spec import DP_GROUP
+from mlmia.terms.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS, audit_run
+from mlmia.terms.spec import DP_GROUP
 
 RULES = "rules/dp.smk"
 #: what the DP audit writes beside its tables, figures and findings (mlmia.defences)
@@ -24,7 +24,7 @@ def audit_run_settings(settings: dict, run: int) -> dict:
     if run == 1:
         return settings
     from mlmia.defences.dp_settings import canary_settings
-    from mlmia.vocabulary.schema import defaults
+    from mlmia.terms.schema import defaults
 
     seed = settings.get("seed", defaults("models", "*")["seed"])
     canaries = canary_settings(settings["dp"]["canaries"])

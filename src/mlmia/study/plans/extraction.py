@@ -8,7 +8,7 @@ in its audit card (`mlmia.study.plans.cards`). Counts and rates only."""
 from __future__ import annotations
 
 from mlmia.study.plans.base import Caption, Plan, Registration, shown
-from mlmia.vocabulary.layout import samples
+from mlmia.terms.layout import samples
 
 RULES = "rules/extraction.smk"
 #: where the vocabulary check's values come from in the embedded world (mlmia.world.patient_phi.identifying_values)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from mlmia.study.plans.base import ALL, WORKFLOW_RULES, Plan
 from mlmia.study.plans.dp import dp_plan
-from mlmia.vocabulary.spec import DEFAULT_GROUP, DP_GROUP
+from mlmia.terms.spec import DEFAULT_GROUP, DP_GROUP
 
 
 def group_plan(study, group: str) -> Plan:

@@ -8,7 +8,7 @@ results/<run>/shadow/ (results/<run>/shadow_mt/)."""
 from __future__ import annotations
 
 from mlmia.study.plans.base import Caption, Plan, Registration, shown
-from mlmia.vocabulary.layout import (
+from mlmia.terms.layout import (
     SHADOW_MT_PREFIX,
     SHADOW_PREFIX,
     TOKENIZER,

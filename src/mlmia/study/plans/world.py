@@ -6,7 +6,7 @@ prose), which only those studies read."""
 from __future__ import annotations
 
 from mlmia.study.plans.base import Plan, Registration
-from mlmia.vocabulary.layout import CORPORA, DP_PRIVATE_TEXT, TOKENIZER, WIKIPEDIA_REGISTER, WORLD, WORLD_SETS, samples
+from mlmia.terms.layout import CORPORA, DP_PRIVATE_TEXT, TOKENIZER, WIKIPEDIA_REGISTER, WORLD, WORLD_SETS, samples
 
 RULES = "rules/corpus.smk"
 

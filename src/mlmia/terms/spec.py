@@ -1,4 +1,4 @@
-"""The tables spec's vocabulary: a cell of a table or finding, the target groups, which
+"""The tables spec's terms: a cell of a table or finding, the target groups, which
 experiments and attacks a figure reads, and a spec without one group's items."""
 
 from __future__ import annotations

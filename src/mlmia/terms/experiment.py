@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from mlmia.core.errors import UserError
-from mlmia.vocabulary.schema import defaults
-from mlmia.vocabulary.scores import ENERGY_KINDS as ENERGIES
+from mlmia.terms.schema import defaults
+from mlmia.terms.scores import ENERGY_KINDS as ENERGIES
 
 LEVELS = ("sample", "patient")
 #: the suffix of a sample table's neighbours (mlmia.scoring.neighbours): "clinical~neighbours"

@@ -1,11 +1,11 @@
 """Where the results of a run lie: every named path under ``results/<run>/`` that more than one
 rule, study or module reads, in one place (a study's own outputs are its plan's:
 `mlmia.study.plans`). Paths here are relative to the run's folder; `Study.path` prefixes it.
-(The columns of a score table are another layout: `mlmia.vocabulary.scores`.)"""
+(The columns of a score table are another layout: `mlmia.terms.scores`.)"""
 
 from __future__ import annotations
 
-from mlmia.vocabulary.spec import DEFAULT_GROUP
+from mlmia.terms.spec import DEFAULT_GROUP
 
 #: the folder of every run's results: results/<run>/
 RESULTS = "results"
