@@ -172,7 +172,7 @@ def memory_results(n: int, leave_gib: float) -> list[Result]:
     mdl = model().to("cuda")
     kwargs = dict(patterns=PAPER_K, precision="bf16", return_stats=True)
     ref, ref_stats = score_samples(mdl, tok, df, **kwargs)
-    copies = int(ref["k"].sum())
+    copies = int(ref["patterns"].sum())
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     free0, total = torch.cuda.mem_get_info()

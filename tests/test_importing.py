@@ -43,7 +43,7 @@ def test_manifest_and_scores_align(tmp_path):
         "n_tokens",
         "n_masked",
         "per_pattern",
-        "k",
+        "patterns",
         "seed",
         "token_logp",
         "token_mean",

@@ -275,7 +275,7 @@ def test_progressive_scores_are_samas_first_masked_losses(tiny):
         expected = np.concatenate([brute_force(model, tokenizer, text, np.r_[old, new], new)
                                    for new, old in zip(scored, before)])  # fmt: skip
         np.testing.assert_allclose(-np.asarray(row.token_logp), expected, atol=2e-5)
-        assert row.pattern_sizes == [len(p) for p in scored] and row.k == len(scored)
+        assert row.pattern_sizes == [len(p) for p in scored] and row.patterns == len(scored)
         assert row.n_masked == sum(row.pattern_sizes) == len(row.token_logp)
         np.testing.assert_allclose(row.per_pattern, [ce.mean() for ce in np.split(expected, np.cumsum(
             row.pattern_sizes)[:-1])], atol=2e-5)  # fmt: skip
@@ -294,7 +294,7 @@ def test_elbo_energy_is_the_masked_cross_entropy_over_t_per_token(tiny):
             t = len(pattern) / row.n_tokens  # the ratio the pattern realises
             values.append(brute_force(model, tokenizer, text, pattern, pattern).sum() / t / row.n_tokens)
         np.testing.assert_allclose(row.per_pattern, values, atol=2e-5)
-        assert row.energy == pytest.approx(np.mean(values), abs=2e-5) and row.k == 6
+        assert row.energy == pytest.approx(np.mean(values), abs=2e-5) and row.patterns == 6
         np.testing.assert_allclose(per_sequence.per_pattern, np.asarray(values) * row.n_tokens, rtol=2e-5)
 
 

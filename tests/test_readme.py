@@ -107,7 +107,7 @@ def check_scoring_example(workdir, replace: dict[str, str]) -> None:
     scores = pd.read_parquet(out)
     samples = pd.read_parquet(workdir / as_read("results/default/samples/clinical.parquet", replace))
     k = int(re.search(r"--patterns (\d+)", commands).group(1))
-    assert scores.sample_id.tolist() == samples.sample_id.tolist() and (scores.k == k).all()
+    assert scores.sample_id.tolist() == samples.sample_id.tolist() and (scores.patterns == k).all()
     # the workflow scored the same samples with the same masks: the same energies
     workflow = pd.read_parquet(workdir / as_read("results/default/scores/clinical/base.masked.parquet", replace))
     assert scores.energy.to_numpy() == pytest.approx(workflow.energy.to_numpy(), abs=1e-5)

@@ -31,7 +31,7 @@ ATOL = 1e-5
 # layers and the tiny models' energies are 3-6 nats, so 2% relative plus 0.05 absolute.
 GPU_RTOL, GPU_ATOL = 0.02, 0.05
 DOCUMENTED_COLUMNS = [
-    "sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "k", "seed",
+    "sample_id", "model", "energy_kind", "energy", "n_tokens", "n_masked", "per_pattern", "patterns", "seed",
     "token_logp", "token_mean", "token_var", "token_top1",
 ]  # fmt: skip
 
@@ -75,7 +75,7 @@ def bert_b(tiny_bert_dir_b):
 
 def _assert_same(fast: pd.DataFrame, ref: pd.DataFrame, atol=ATOL):
     assert list(fast.columns) == DOCUMENTED_COLUMNS
-    for col in ["sample_id", "model", "energy_kind", "n_tokens", "n_masked", "k", "seed"]:
+    for col in ["sample_id", "model", "energy_kind", "n_tokens", "n_masked", "patterns", "seed"]:
         assert fast[col].tolist() == ref[col].tolist(), col
     np.testing.assert_allclose(fast["energy"].to_numpy(), ref["energy"].to_numpy(), rtol=0, atol=atol)
     for a, b in zip(fast["per_pattern"], ref["per_pattern"]):
@@ -84,7 +84,7 @@ def _assert_same(fast: pd.DataFrame, ref: pd.DataFrame, atol=ATOL):
     for column in ("token_logp", "token_mean", "token_var"):
         for a, b in zip(fast[column], ref[column]):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=10 * atol)
-    for a, b, n in zip(fast["token_top1"], ref["token_top1"], fast["k"] * fast["n_masked"]):
+    for a, b, n in zip(fast["token_top1"], ref["token_top1"], fast["patterns"] * fast["n_masked"]):
         assert len(a) == len(b) == n
         assert np.mean(np.asarray(a) == np.asarray(b)) > 0.95  # near-ties may flip the argmax
 
@@ -201,10 +201,10 @@ def test_fast_path_equals_oracle(bert, samples, energy, batch_size):
             )
             for t in fast["n_tokens"]
         ]
-        assert fast["k"].tolist() == combos
-        assert fast["k"].tolist()[:5] == [1, 2, 3, 4, 5]  # exact enumeration, l = 1
+        assert fast["patterns"].tolist() == combos
+        assert fast["patterns"].tolist()[:5] == [1, 2, 3, 4, 5]  # exact enumeration, l = 1
     else:
-        assert fast["k"].tolist() == fast["n_tokens"].tolist()
+        assert fast["patterns"].tolist() == fast["n_tokens"].tolist()
         assert set(fast["n_masked"]) == {1}
 
 
@@ -266,7 +266,7 @@ def test_gpu_autocast_close_to_cpu_oracle(tiny_bert_dir, samples, energy):
     fast, stats = score_samples(
         model, tok, samples, energy=energy, patterns=10, seed=3, device="cuda", return_stats=True
     )
-    assert fast["k"].tolist() == ref["k"].tolist()
+    assert fast["patterns"].tolist() == ref["patterns"].tolist()
     np.testing.assert_allclose(fast["energy"], ref["energy"], rtol=GPU_RTOL, atol=GPU_ATOL)
     assert stats.device.startswith("cuda") and stats.dtype in ("bfloat16", "float16")
     assert stats.batch_policy.startswith("free memory") and stats.batch_size >= 1
@@ -292,9 +292,9 @@ def test_stats_are_returned_and_logged_without_texts(bert, samples):
     model, tok = bert
     with scoring_log() as records:
         out, stats = score_samples(model, tok, samples, patterns=4, seed=1, batch_size=6, return_stats=True)
-    assert stats.n_samples == len(samples) and stats.n_sequences == int(out["k"].sum())
-    assert stats.n_scored_tokens == int((out["k"] * out["n_masked"]).sum())
-    assert stats.n_tokens == int((out["k"] * (out["n_tokens"] + 2)).sum())  # [CLS] and [SEP]
+    assert stats.n_samples == len(samples) and stats.n_sequences == int(out["patterns"].sum())
+    assert stats.n_scored_tokens == int((out["patterns"] * out["n_masked"]).sum())
+    assert stats.n_tokens == int((out["patterns"] * (out["n_tokens"] + 2)).sum())  # [CLS] and [SEP]
     assert (stats.device, stats.dtype, stats.batch_size, stats.batch_policy) == ("cpu", "float32", 6, "batch size 6")
     assert stats.n_batches == -(-stats.n_sequences // 6) and stats.oom_halvings == 0
     assert stats.seconds > 0 and stats.tokens_per_s == pytest.approx(stats.n_tokens / stats.seconds)
@@ -386,7 +386,7 @@ def test_three_token_sample_by_hand(bert, energy):
         score_samples_oracle(model, tok, df, energy=energy, patterns=10),
     ):
         row = out.iloc[0]
-        assert (row.n_tokens, row.n_masked, row.k) == (3, 1, 3)
+        assert (row.n_tokens, row.n_masked, row.patterns) == (3, 1, 3)
         np.testing.assert_allclose(row.per_pattern, by_hand, atol=ATOL)
         assert abs(row.energy - np.mean(by_hand)) < ATOL
 
@@ -567,9 +567,9 @@ def test_cli_score_end_to_end(tmp_path, tiny_bert_dir, bert, samples, suffix, en
     assert got["sample_id"].tolist() == samples["sample_id"].tolist()
     assert set(got["model"]) == {"target"} and set(got["energy_kind"]) == {energy} and set(got["seed"]) == {2}
     assert got["energy"].dtype == np.float64
-    for col in ("n_tokens", "n_masked", "k", "seed"):
+    for col in ("n_tokens", "n_masked", "patterns", "seed"):
         assert pd.api.types.is_integer_dtype(got[col]), col
-    assert (got["per_pattern"].map(len) == got["k"]).all()
+    assert (got["per_pattern"].map(len) == got["patterns"]).all()
     ref = score_samples_oracle(*bert, samples, energy=energy, patterns=4, seed=2, model_name="target")
     _assert_same(got, ref)
     assert not [p for p in out.parent.iterdir() if p.name != "scores.parquet"]  # no temp files left
@@ -707,7 +707,7 @@ def test_pll_word_l2r_masks_the_rest_of_the_word(bert):
         score_samples_oracle(model, tok, df, energy="pll_word_l2r"),
     ):
         row = out.iloc[0]
-        assert (row.n_tokens, row.n_masked, row.k) == (4, 1, 4)
+        assert (row.n_tokens, row.n_masked, row.patterns) == (4, 1, 4)
         np.testing.assert_allclose(row.per_pattern, expected, atol=ATOL)
         assert row.energy == pytest.approx(np.mean(expected), abs=ATOL)
     normalized = score_samples(model, tok, df, energy="normalized").iloc[0]
@@ -722,3 +722,15 @@ def _masked_ce(model, ids, masked, scored):
     with torch.no_grad():
         logp = torch.log_softmax(model(x).logits[0].double(), dim=-1)
     return -float(logp[scored, ids[scored]])
+
+
+def test_a_score_table_of_an_older_version_still_reads(tmp_path):
+    # score tables written before the column was renamed call K `k`: the attacks read them as `patterns`
+    from mlmia.attacks.table import group_score_inputs
+    from mlmia.terms.scores import SCORE_COLUMNS
+
+    old = tmp_path / "old.parquet"
+    pd.DataFrame({"sample_id": ["a", "b"], "energy": [1.0, 2.0], "k": [10, 10]}).to_parquet(old)
+    read = group_score_inputs({"members__masked": str(old)})[("members", "masked")]
+    assert read.columns.tolist() == ["sample_id", "energy", "patterns"] and read["patterns"].tolist() == [10, 10]
+    assert "patterns" in SCORE_COLUMNS and "k" not in SCORE_COLUMNS

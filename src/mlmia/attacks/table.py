@@ -27,6 +27,7 @@ from mlmia.attacks.base import attack_names, input_column
 from mlmia.core.errors import UserError, shown_id
 from mlmia.terms.experiment import DEFAULTS as EXPERIMENT
 from mlmia.terms.manifest import NEIGHBOUR_OF, NEIGHBOUR_ROLES, neighbour_subsample, taken
+from mlmia.terms.scores import read_score_table
 
 SAMPLE_COLUMNS = ["sample_id", "group_id", "role", "source", "length", "n_tokens"]
 
@@ -105,9 +106,9 @@ def group_score_inputs(paths: dict[str, str]) -> dict[tuple[str, str], pd.DataFr
     for key, path in paths.items():
         role, kind = key.split("__", 1)
         if role.startswith("references."):
-            references.setdefault(kind, {})[int(role.split(".", 1)[1])] = pd.read_parquet(path)
+            references.setdefault(kind, {})[int(role.split(".", 1)[1])] = read_score_table(path)
         else:
-            scores[(role, kind)] = pd.read_parquet(path)
+            scores[(role, kind)] = read_score_table(path)
     for kind, tables in references.items():
         scores[("references", kind)] = [tables[i] for i in sorted(tables)]
     return scores

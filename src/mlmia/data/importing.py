@@ -146,7 +146,7 @@ def import_model_scores(
     table["per_pattern"] = [[] for _ in range(n)]
     for column in TOKEN_COLUMNS:  # published scores carry no per-token evidence
         table[column] = [[] for _ in range(n)]
-    table["k"] = pd.array([patterns] * n, dtype="Int64")
+    table["patterns"] = pd.array([patterns] * n, dtype="Int64")
     table["seed"] = missing
     return table[SCORE_COLUMNS]
 

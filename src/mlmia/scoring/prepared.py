@@ -218,7 +218,7 @@ def score_frame(
                 [sum(z) if sized else p.shape[1] for z, p in zip(sizes, prep.patterns)], dtype=np.int64
             ),
             "per_pattern": pd.Series([np.asarray(v, dtype=np.float64).tolist() for v in per_pattern], dtype=object),
-            "k": np.array([len(p) for p in prep.patterns], dtype=np.int64),
+            "patterns": np.array([len(p) for p in prep.patterns], dtype=np.int64),
             "seed": np.full(n, int(seed), dtype=np.int64),
             "token_logp": lists("logp", np.float64),
             "token_mean": lists("mean", np.float64),
