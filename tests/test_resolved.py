@@ -7,11 +7,15 @@ reaches (tests/test_workflow_embedded.py checks that on a finished run)."""
 from __future__ import annotations
 
 import ast
+import copy
 
 import pytest
+import yaml
 from workflow_helpers import REPO
 
+from mlmia.core.errors import UserError
 from mlmia.core.provenance import import_closure, library
+from mlmia.terms.schema import schema_path, validate
 
 SCRIPTS = sorted((REPO / "workflow" / "scripts").glob("*.py"))
 SCHEMA_MODULE = "mlmia.terms.schema"
@@ -43,3 +47,64 @@ def test_no_job_reads_the_schema(script):
     readers = [m for m in closure if _reads_defaults(tree.module_file(m).read_text())]
     assert not readers, f"{script.name} runs modules that read schema defaults: {', '.join(readers)}"
     assert SCHEMA_MODULE not in closure, f"{script.name} imports {SCHEMA_MODULE}: the schema would be its code"
+
+
+# ---------------------------------------------------------------------- defaults once, in the repository
+
+#: the shipped configs that stand alone (the overlays add to one of these)
+STANDALONE = ("config.yaml", "ci.yaml", "paper.yaml", "large.yaml", "byo_example.yaml", "paper_scores.yaml")
+#: a value equal to its default stays in a shipped config only with this on its line
+KEPT = "the default, kept for the reader"
+
+
+def _leaves(node: yaml.Node, path: tuple = ()):
+    """(key path, line) of every leaf of a composed YAML mapping."""
+    if isinstance(node, yaml.MappingNode) and node.value:
+        for key, value in node.value:
+            yield from _leaves(value, (*path, key.value))
+    else:
+        yield path, node.start_mark.line
+
+
+def _resolved(config: dict) -> dict:
+    return validate(copy.deepcopy(config), schema_path("config"))
+
+
+def restated_defaults(path) -> list[str]:
+    """The leaves of a config file whose removal leaves its validated config as it is: values
+    that only restate a default (those marked `KEPT` on their line left out)."""
+    text = path.read_text()
+    lines, config = text.splitlines(), yaml.safe_load(text)
+    resolved = _resolved(config)
+    found = []
+    for keys, line in _leaves(yaml.compose(text)):
+        if KEPT in lines[line]:
+            continue
+        trial = copy.deepcopy(config)
+        parent = trial
+        for key in keys[:-1]:
+            parent = parent[key]
+        del parent[keys[-1]]
+        try:
+            same = _resolved(trial) == resolved
+        except UserError:  # a required key: no default to restate
+            same = False
+        if same:
+            found.append(".".join(keys))
+    return found
+
+
+def test_restated_defaults_are_found(tmp_path):
+    # the case that must make the check fail: a default written out; and one a run sets apart
+    text = (REPO / "config" / "ci.yaml").read_text()
+    assert "\nfigure_style: {dpi: 80}\n" in text  # dpi is CI's own; paper below the default
+    written = tmp_path / "config.yaml"
+    written.write_text(text.replace("\nfigure_style: {dpi: 80}\n", "\nfigure_style: {dpi: 80, context: paper}\n"))
+    assert restated_defaults(written) == ["figure_style.context"]
+    written.write_text(written.read_text().replace("context: paper", f"context: paper  # {KEPT}"))
+    assert restated_defaults(written) == []
+
+
+@pytest.mark.parametrize("name", STANDALONE)
+def test_shipped_configs_hold_only_what_they_set_apart(name):
+    assert restated_defaults(REPO / "config" / name) == []

@@ -7,6 +7,7 @@ import shutil
 
 import matplotlib.image
 import pandas as pd
+import yaml
 from workflow_helpers import REPO, edit_yaml, paper_scores_root, planned_jobs, run_snakemake
 
 TABLES = [f"table{n}" for n in range(2, 12)] + ["table_zoo"]
@@ -250,6 +251,50 @@ def test_a_change_to_the_scorer_rescores_and_a_change_to_the_renderer_does_not(c
     tables.write_text(tables.read_text() + "\n# an edit to the renderer\n")
     jobs = planned_jobs(ci_run, "--configfile", "test_config.yaml", env=env)
     assert rules_of(jobs) == {"render_table", "paper_comparison", "findings", "all"}
+
+
+def _edited_schema_plans(ci_run, tmp_path, edit):
+    """The jobs a dry run plans on the finished CI run after `edit`(schema) of the config schema
+    of a copy of the library first on PYTHONPATH (an upgrade of mlmia that touches only the schema)."""
+    shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / "mlmia" / "terms" / "schemas" / "config.schema.yaml"
+    schema = yaml.safe_load(path.read_text())
+    edit(schema["properties"])
+    path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    return planned_jobs(ci_run, "--configfile", "test_config.yaml", env={"PYTHONPATH": str(tmp_path)})
+
+
+def test_a_schema_edit_reruns_only_what_its_values_reach(ci_run, tmp_path_factory):
+    # resolve once: every job gets its settings from the validated config, none reads the schema,
+    # so the schema's bytes are no job's code and only a changed value reruns what it reaches
+    def reword(properties):
+        properties["scoring"]["properties"]["patterns"]["description"] += " (reworded)"
+
+    def new_section(properties):
+        properties["a_new_study"] = {"type": "object", "default": {},
+                                     "properties": {"size": {"type": "integer", "default": 3}}}  # fmt: skip
+
+    def layers(properties):
+        properties["models"]["additionalProperties"]["properties"]["num_layers"]["default"] += 1
+
+    def exposure(properties):
+        properties["exposure"]["properties"]["test_size"]["default"] = 0.4
+
+    def font(properties):
+        properties["figure_style"]["properties"]["font_scale"]["default"] += 0.1
+
+    plans = {edit.__name__: _edited_schema_plans(ci_run, tmp_path_factory.mktemp(edit.__name__), edit)
+             for edit in (reword, new_section, layers, exposure, font)}  # fmt: skip
+    assert plans["reword"] == [] and plans["new_section"] == []
+    # the models of config/ci.yaml that leave num_layers to the schema, and those that continue them
+    config = yaml.safe_load((REPO / "config" / "ci.yaml").read_text())
+    defaulted = {name for name, entry in config["models"].items() if "num_layers" not in entry}
+    trained = {out.rsplit("/", 1)[-1] for rule, out in plans["layers"] if rule == "train_model"}
+    assert "large" in trained and "base" not in trained and trained <= defaulted
+    scored = {out.split("/")[-1].split(".")[0] for rule, out in plans["layers"] if rule == "score_shard"}
+    assert scored and scored <= trained
+    assert rules_of(plans["exposure"]) - {"render_table", "paper_comparison", "findings", "all"} == {"exposure"}
+    assert rules_of(plans["font"]) == {"render_figure", "all"}
 
 
 def digests(folder):
