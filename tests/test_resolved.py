@@ -101,7 +101,7 @@ def test_restated_defaults_are_found(tmp_path):
     written = tmp_path / "config.yaml"
     written.write_text(text.replace("\nfigure_style: {dpi: 80}\n", "\nfigure_style: {dpi: 80, context: paper}\n"))
     assert restated_defaults(written) == ["figure_style.context"]
-    written.write_text(written.read_text().replace("context: paper", f"context: paper  # {KEPT}"))
+    written.write_text(written.read_text().replace("context: paper}", f"context: paper}}  # {KEPT}"))
     assert restated_defaults(written) == []
 
 
