@@ -118,7 +118,10 @@ def main(argv=None) -> int:
         "--config", type=Path, default=Path("config/config.yaml"), help="the metrics' seed and replicates"
     )
     args = parser.parse_args(argv)
-    config = yaml.safe_load(args.config.read_text())
+    from mlmia.terms.schema import schema_path, validate
+
+    # validated: every default written in, as the workflow's jobs get it (the world's settings whole)
+    config = validate(yaml.safe_load(args.config.read_text()), schema_path("config"))
     seed, bootstrap = int(config["metrics"]["seed"]), int(config["metrics"]["bootstrap"])
     target = config["extraction"]["target"]
     first, others = args.runs[0], args.runs[1:]

@@ -37,8 +37,11 @@ from mlmia.memorization.canary_membership import (
 from mlmia.models.loading import load_mlm
 from mlmia.models.tokenizer import train_tokenizer
 from mlmia.models.training import train_mlm
+from mlmia.terms.schema import defaults
 
 TEMPLATE = "Patient MRN is {secret} ."
+#: the scorer's seed of the exposures' pseudo-log-likelihoods: the config's `scoring.seed` (the schema's)
+SCORING_SEED = defaults("scoring")["seed"]
 WORDS = (
     [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]
     + [f"VS: T 98.{i % 10} BP 1{i % 9 + 1}0/80 HR {60 + i} RR 16 O2 sat 9{i % 10}% on RA." for i in range(30)]
@@ -166,7 +169,7 @@ def test_exact_exposure_equals_brute_force_enumeration(tiny_bert_dir, one_torch_
     assert logp.shape == (len(canaries), 3, 10)
     assert np.allclose(np.exp(logp).sum(axis=2), 1.0)  # renormalised over the 10 digits
     got = checkpoint_exposures(
-        model, tokenizer, canaries, draw_candidates(template, 3, 50, canaries.secret, 0), template, 3
+        model, tokenizer, canaries, draw_candidates(template, 3, 50, canaries.secret, 0), template, 3, seed=SCORING_SEED
     )
 
     secrets = [f"{v:03d}" for v in range(1000)]
@@ -201,7 +204,7 @@ def test_extrapolated_exposure_orders_canaries_as_the_exact_one(tokenizer_dir, t
     model, tokenizer = load_mlm(tmp_path / "m", "cpu")
     assert load_tokenizer(tokenizer_dir).vocab == tokenizer.vocab
     candidates = draw_candidates(TEMPLATE, 3, 300, canaries["secret"], seed=5)
-    got = checkpoint_exposures(model, tokenizer, canaries, candidates, TEMPLATE, 3)
+    got = checkpoint_exposures(model, tokenizer, canaries, candidates, TEMPLATE, 3, seed=SCORING_SEED)
     rho = stats.spearmanr(got["exact_exposure"], got["extrapolated_exposure"]).statistic
     assert rho > 0.6, rho
     means = got.groupby("repetitions")[["exact_exposure", "extrapolated_exposure"]].mean()

@@ -451,11 +451,12 @@ def test_the_derived_sizes_are_the_built_worlds():
     """The sizes the checks derive from the config (nothing built) are those of the world and the
     parallel corpus config/ci.yaml builds: the documents of every register and subcorpus (at most,
     where `exact` is not claimed), their sentences at most `most`, the patients by role and source."""
+    from mlmia.terms.schema import schema_path, validate
     from mlmia.world.corpus import build_world, corpus_settings, world_patients
     from mlmia.world.parallel import build_parallel_corpus, subcorpus_documents
     from mlmia.world.subcorpora import register_documents, subcorpora
 
-    config = load("ci.yaml")
+    config = validate(load("ci.yaml"), schema_path("config"))  # resolved, as the jobs get it
     world = build_world(config["corpus"])
     built = {"world": subcorpora(world["samples"], world["domain"], world["general"]),
              "parallel": build_parallel_corpus(config["shadow_mt"]["corpus"], config["corpus"]["seed"])}  # fmt: skip

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 import yaml
 from workflow_helpers import REPO
+from world_helpers import resolved
 
 from mlmia.core.errors import UserError
 from mlmia.models.tokenizer import train_tokenizer
@@ -11,14 +12,15 @@ from mlmia.terms.manifest import length_bucket
 from mlmia.world.corpus import build_world, corpus_settings, write_world
 from mlmia.world.samples import named_variant, select_samples
 
-TINY = {
+# the section as validation writes it: every key (the library fills none)
+TINY = resolved({
     "seed": 0,
     "sentences_per_patient": 6,
     "mimic": {"member_patients": 8, "heldin_patients": 3, "nonmember_patients": 6, "population_patients": 3},
     "i2b2": {"nonmember_patients": 5, "population_patients": 4, "shift": 0.3},
     "domain": {"patients": 5, "abstract_sentences": 20, "note_share": 0.35},
     "general": {"sentences": 60},
-}
+}, "corpus")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +115,10 @@ def test_length_bucket():
     assert length_bucket(61) is None
 
 
-def test_settings_left_out_are_the_schemas_defaults():
-    # the defaults of the default world (config/config.yaml writes them out), by hand: a section
-    # given in part keeps its other keys' defaults
-    settings = corpus_settings({"seed": 3, "i2b2": {"nonmember_patients": 5}})
+def test_the_resolved_section_is_what_the_world_reads():
+    # the defaults of the default world (config/config.yaml writes them out), by hand: validation
+    # writes them, a section given in part keeps its other keys' defaults
+    settings = corpus_settings(resolved({"seed": 3, "i2b2": {"nonmember_patients": 5}}, "corpus"))
     assert settings["seed"] == 3 and settings["sentences_per_patient"] == 4
     assert settings["mimic"] == {
         "member_patients": 220,
@@ -126,18 +128,22 @@ def test_settings_left_out_are_the_schemas_defaults():
     }
     assert settings["i2b2"] == {"nonmember_patients": 5, "population_patients": 70, "shift": 0.15}
     assert settings["domain"]["note_share"] == 0.95 and settings["general"]["medical_share"] == 0.6
-    assert corpus_settings(None) == corpus_settings({}) == corpus_settings({"mimic": {}})
+    # no fallback: a key left out is a programming error (validation writes every one)
+    with pytest.raises(KeyError):
+        corpus_settings({k: v for k, v in settings.items() if k != "seed"})
+    with pytest.raises(KeyError):
+        corpus_settings({**settings, "mimic": {"member_patients": 3}})
 
 
 def test_settings_are_validated():
     with pytest.raises(UserError, match=r"^corpus\.mimic: unknown key\(s\) members \(known: member_patients, "):
-        corpus_settings({"mimic": {"members": 3}})
+        corpus_settings(resolved({"mimic": {"members": 3}}, "corpus"))
     with pytest.raises(UserError, match=r"^corpus: unknown key\(s\) colour \(known: seed, sentences_per_patient, "):
-        corpus_settings({"colour": 1})
+        corpus_settings(resolved({"colour": 1}, "corpus"))
     with pytest.raises(UserError, match="non-negative integer"):
-        corpus_settings({"mimic": {"member_patients": -1}})
+        corpus_settings(resolved({"mimic": {"member_patients": -1}}, "corpus"))
     with pytest.raises(UserError, match="between 0 and 1"):
-        corpus_settings({"i2b2": {"shift": 2}})
+        corpus_settings(resolved({"i2b2": {"shift": 2}}, "corpus"))
 
 
 def test_write_world(tmp_path):
@@ -163,7 +169,7 @@ def test_general_corpus_mixes_news_with_the_asked_share_of_medical_prose():
     assert not medical["text"].str.contains(r"Sig:|p\.o\.|WBC-|^# ", regex=True).any()
     # and no scored sample is in the general reference's training text
     assert not set(general["text"]) & set(world["samples"]["text"])
-    only_news = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.0}})["general"]
+    only_news = build_world({**TINY, "general": {"sentences": 60, "medical_share": 0.0, "note_share": 0.4}})["general"]
     assert only_news["text"].isin(news).all()
 
 
@@ -172,7 +178,7 @@ def test_the_mimic_population_changes_no_other_row_of_the_world_or_of_the_sample
     selected sample tables (plain and Base-b's), are the same but for the population's rows,
     which come last; so every paper table, which reads none of them, is unchanged."""
     config = yaml.safe_load((REPO / "config" / "ci.yaml").read_text())
-    corpus, samples = config["corpus"], config["samples"]
+    corpus, samples = resolved(config["corpus"], "corpus"), config["samples"]
     assert corpus["mimic"]["population_patients"] > 0 and list(samples["counts"]["population"])[-1] == "mimic"
     without = {**corpus, "mimic": {**corpus["mimic"], "population_patients": 0}}
     old, new = build_world(without), build_world(corpus)

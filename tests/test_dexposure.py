@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from workflow_helpers import copy_workflow, run_snakemake, write_config
+from world_helpers import resolved
 
 from mlmia.core.errors import UserError
 from mlmia.data.i2b2_phi import i2b2_labelled_sentences
@@ -25,7 +26,10 @@ from mlmia.terms.schema import defaults, schema_path
 from mlmia.world import phi
 from mlmia.world.phi_entities import phi_world
 
-SMALL = {"patients": 40, "sentences_per_patient": 6, "hospitals": 10, "ambiguous": 3, "occurrences": 4}
+SMALL = resolved({"patients": 40, "sentences_per_patient": 6, "hospitals": 10, "ambiguous": 3, "occurrences": 4},
+                 "dexposure")  # fmt: skip
+#: the fixture tagger's size; what it leaves out, the schema's (its positions, its dropout)
+TAGGER = resolved({"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}, "dexposure", "model")
 PHRASE = "The patient often talks about {slot} ."
 
 
@@ -147,9 +151,7 @@ def tagger(tmp_path_factory, notes):
         [" ".join(w) for w in notes["words"]], tmp_path_factory.mktemp("tok"), vocab_size=400, min_frequency=2
     )
     tags = phi.tag_names(phi.PHI_CLASSES)
-    model = dx.build_tagger(
-        tokenizer, tags, {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}, 3
-    )
+    model = dx.build_tagger(tokenizer, tags, TAGGER, 3)
     return model.eval(), tokenizer, tags
 
 
@@ -211,10 +213,11 @@ def test_train_and_measure_returns_rows_per_checkpoint_and_class(notes, tagger, 
         phrase=PHRASE,
         repetitions=8,
         seed=0,
-        model_settings={"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32, "max_length": 48},
-        training={"batch_size": 16, "lr": 0.003},
+        model_settings={**TAGGER, "max_length": 48},
+        training=resolved({"batch_size": 16, "lr": 0.003}, "dexposure", "training"),
         checkpoints=[1, 2],
         device="cpu",
+        threads=1,
         record_dir=tmp_path / "record",
         log_every=3,
     )
@@ -287,7 +290,7 @@ def test_i2b2_xml_becomes_labelled_sentences(tmp_path):
         [("Seen", o), ("by", o), ("Dr.", o), ("Jones", "B-PERSON"), ("in", o), ("Boston", "B-LOCATION"), (".", o)],
     ]  # fmt: skip
     assert set(sentences["group_id"]) == {"110", "111"}
-    notes = phi.load_notes({"valid_share": 0.5}, [tmp_path])
+    notes = phi.load_notes(resolved({"valid_share": 0.5}, "dexposure"), [tmp_path])
     assert set(notes["split"]) == {"train", "valid"} and list(notes.columns) == phi.NOTE_COLUMNS
 
 
@@ -364,27 +367,32 @@ def test_every_dexposure_key_has_a_schema_default():
         assert "default" in spec, key
 
 
-def test_notes_settings_left_out_are_the_schemas_defaults():
+def test_notes_settings_are_the_resolved_sections():
     # the generated notes of the default world, by hand: 400 patients of 8 sentences, 6 ambiguous
-    # entities 12 times in each class; the tagger's keys are not the generator's
-    settings = phi.phi_settings({"patients": 10, "repetitions": [0, 4]})
+    # entities 12 times in each class (the schema's, which validation writes into the config); the
+    # tagger's keys are not the generator's
+    settings = phi.phi_settings(resolved({"patients": 10, "repetitions": [0, 4]}, "dexposure"))
     assert settings["patients"] == 10 and settings["sentences_per_patient"] == 8
     assert settings["ambiguous"] == 6 and settings["occurrences"] == 12 and settings["valid_share"] == 0.2
     assert settings["phrase"] == "The patient often talks about {slot} ."
     assert list(settings) == list(phi.NOTE_SETTINGS)
-    assert phi.phi_settings(None)["patients"] == 400
+    assert phi.phi_settings(defaults("dexposure"))["patients"] == 400
+    with pytest.raises(KeyError):  # no fallback: validation writes every key
+        phi.phi_settings({"patients": 10})
     with pytest.raises(UserError, match=r"^dexposure\.patients: must be a non-negative integer, got -1$"):
-        phi.phi_settings({"patients": -1})
+        phi.phi_settings({**defaults("dexposure"), "patients": -1})
 
 
-def test_a_tagger_of_partial_settings_takes_the_schema_defaults(tagger):
-    # what a caller (a test, a benchmark) leaves out of the tagger's settings is the schema's
-    # dexposure.model: the fixture's tagger sets neither its positions nor its dropout
+def test_a_tagger_takes_every_setting_it_is_handed(tagger):
+    # the fixture's tagger gives neither its positions nor its dropout: the test passes the
+    # schema's dexposure.model; the library fills none
     model, _, _ = tagger
     expected = defaults("dexposure", "model")
     assert model.config.max_position_embeddings == expected["max_length"] == 64
     assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == expected["dropout"] == 0.1
     assert model.config.num_hidden_layers == 1  # what it sets wins
+    with pytest.raises(KeyError):
+        dx.build_tagger(None, ["O"], {"hidden_size": 16, "num_heads": 2}, 0)
 
 
 # ------------------------------------------------------------------------------------ end to end

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 from workflow_helpers import REPO, run_snakemake
+from world_helpers import resolved
 
 from mlmia.core.errors import UserError
 from mlmia.memorization.extraction import (
@@ -21,6 +22,10 @@ from mlmia.memorization.extraction import (
     rate_differences,
 )
 from mlmia.metrics.bootstrap import multiplicities
+from mlmia.terms.schema import defaults
+
+#: the spans read per forward pass a test leaves to the config: the schema's
+BATCH_SIZE = defaults("extraction")["batch_size"]
 
 
 def test_values_are_found_between_word_boundaries_in_their_own_patients_samples_only():
@@ -142,7 +147,7 @@ def test_infill_masks_every_occurrence_and_reads_the_first(tiny_bert_dir):
     aspirin = tokenizer.convert_tokens_to_ids("aspirin")
     model = _Rigged(len(tokenizer), aspirin)
     model.max_length = 40
-    out = infill(model, tokenizer, samples, spans, top_k=1)
+    out = infill(model, tokenizer, samples, spans, top_k=1, batch_size=BATCH_SIZE)
     by_sample = out.set_index("sample_id")
     # the favourite token is the planted value: reconstructed; the other value is not, even at top_k=1
     assert (
@@ -184,7 +189,7 @@ def test_the_iterative_fill_reads_a_token_with_the_ones_already_filled(tiny_bert
     ids = tokenizer("patient given aspirin daily")["input_ids"]
     given, aspirin, insulin = (tokenizer.convert_tokens_to_ids(t) for t in ("given", "aspirin", "insulin"))
     model = _Conditional(len(tokenizer), ids.index(given), given, aspirin, insulin)
-    out = infill(model, tokenizer, samples, locate_values(samples, values), top_k=1).iloc[0]
+    out = infill(model, tokenizer, samples, locate_values(samples, values), top_k=1, batch_size=BATCH_SIZE).iloc[0]
     # one pass reads "given insulin" (the second position sees a mask); filling "given" first, then
     # reading again, gives "given aspirin": the value. Two passes were run.
     assert not out.top1_one_pass and out.top1 and out.topk and len(model.seen) == 2
@@ -273,7 +278,8 @@ def test_a_tiny_model_trained_on_a_value_gives_it_back_and_not_a_value_it_never_
     samples = pd.DataFrame({"sample_id": ["planted", "unseen"], "group_id": ["p", "q"],
                             "text": [planted, "patient given insulin daily"]})  # fmt: skip
     values = pd.DataFrame({"group_id": ["p", "q"], "kind": ["drug", "drug"], "value": ["aspirin", "insulin"]})
-    out = infill(model, tokenizer, samples, locate_values(samples, values), top_k=3).set_index("sample_id")
+    out = infill(model, tokenizer, samples, locate_values(samples, values), top_k=3, batch_size=BATCH_SIZE)
+    out = out.set_index("sample_id")
     assert bool(out.loc["planted", "top1"]) and out.loc["planted", "rank_below_k"] == 0
     assert not bool(out.loc["unseen", "top1"])
 
@@ -313,7 +319,7 @@ def world_phi_pattern(config: str = "ci.yaml") -> re.Pattern:
     from mlmia.world.corpus import build_world
     from mlmia.world.patient_phi import identifying_values
 
-    corpus = yaml.safe_load((REPO / "config" / config).read_text())["corpus"]
+    corpus = resolved(yaml.safe_load((REPO / "config" / config).read_text())["corpus"], "corpus")
     world = build_world(corpus)
     phi = world["phi"]
     names = identifying_values(world["samples"], phi)

@@ -17,6 +17,7 @@ import pytest
 import sacrebleu
 import torch
 from faker.providers.lorem.en_US import Provider as LoremProvider
+from world_helpers import resolved
 
 from mlmia.core.errors import UserError
 from mlmia.metrics.bootstrap import PatientResampler
@@ -36,7 +37,7 @@ from mlmia.shadow.features import (
 from mlmia.shadow.findings import findings, near_chance
 from mlmia.shadow.group_eval import group_study
 from mlmia.shadow.groups import (
-    BLEU_EDGES,
+    bleu_edges,
     bleu_histogram,
     corpus_bleu_matrix,
     group_feature_columns,
@@ -46,9 +47,14 @@ from mlmia.shadow.groups import (
 )
 from mlmia.shadow.report import plot_top_share, render_all
 from mlmia.shadow.split import ALICE_TRAIN_PARTS, carol_split, probe_table, shadow_splits, shadow_training_ids
-from mlmia.shadow.workflow import protocol_settings, split_and_texts, tables
+from mlmia.shadow.workflow import split_and_texts, tables
+from mlmia.terms.schema import defaults
 
 WORDS = sorted(set(LoremProvider.word_list))
+#: the protocol's settings a test leaves out: the schema's (the library takes every one)
+SHADOW = defaults("shadow")
+#: the default sentence-BLEU histogram's edges: 10 bins of width 10 over [0, 100]
+EDGES = bleu_edges(SHADOW["bins"])
 
 
 def toy_corpus(
@@ -437,15 +443,15 @@ def test_group_features_by_hand_and_corpus_bleu_as_sacrebleu():
     expected[0] += 0.25
     expected[9] += 0.5
     expected[int(bleu[2] // 10)] += 0.25
-    assert bleu_histogram(bleu, BLEU_EDGES) == pytest.approx(expected)
-    feats = group_feature_matrix(bleu, stats[STAT_COLUMNS].to_numpy(), np.array([[0, 1, 2, 3], [0, 0, 3, 3]]))
-    assert feats.shape == (2, len(group_feature_columns())) == (2, 11)
+    assert bleu_histogram(bleu, EDGES) == pytest.approx(expected)
+    feats = group_feature_matrix(bleu, stats[STAT_COLUMNS].to_numpy(), np.array([[0, 1, 2, 3], [0, 0, 3, 3]]), EDGES)
+    assert feats.shape == (2, len(group_feature_columns(EDGES))) == (2, 11)
     assert feats[0, :10] == pytest.approx(expected) and feats[1, :10] == pytest.approx(np.eye(10)[9])
     hyps, refs = zip(*pairs)
     assert feats[0, 10] == pytest.approx(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score)
     assert feats[1, 10] == pytest.approx(100.0)
     # shifted by 15 BLEU points: the 100s fall in the 80-90 bin, corpus BLEU 15 lower
-    moved = group_feature_matrix(bleu, stats[STAT_COLUMNS].to_numpy(), np.array([[0, 0, 3, 3]]), shift=15.0)
+    moved = group_feature_matrix(bleu, stats[STAT_COLUMNS].to_numpy(), np.array([[0, 0, 3, 3]]), EDGES, shift=15.0)
     assert moved[0, 8] == 1.0 and moved[0, 10] == pytest.approx(85.0)
     # the vectorised corpus BLEU is sacrebleu's on random statistics (short, empty, no-match rows included)
     rng = np.random.default_rng(3)
@@ -513,7 +519,9 @@ def _bob_and_alice(shift_alice: float, seed: int = 0) -> tuple[pd.DataFrame, pd.
 
 def test_group_study_ranks_groups_threshold_free_and_the_shift_realigns_them():
     bob, alice = _bob_and_alice(shift_alice=15.0)
-    table, figure, classifiers, shift = group_study(bob, alice, seed=0, n_bootstrap=40, size=20, count=40)
+    table, figure, classifiers, shift = group_study(
+        bob, alice, seed=0, n_bootstrap=40, size=20, count=40, edges=EDGES, percentages=SHADOW["top_percentages"]
+    )
     assert shift == pytest.approx(alice["bleu"].mean() - bob.loc[bob["split"] == "train", "bleu"].mean())
     assert 13 < shift < 17
     rows = table.set_index(["classifier", "evaluation"])
@@ -547,7 +555,9 @@ def test_group_study_ranks_groups_threshold_free_and_the_shift_realigns_them():
     for frame in (bob0, alice0):  # each sentence's BLEU and statistics given to a random other: no signal left
         cols = ["bleu", *STAT_COLUMNS]
         frame[cols] = frame[cols].to_numpy()[np.random.default_rng(5).permutation(len(frame))]
-    null, *_ = group_study(bob0, alice0, seed=0, n_bootstrap=60, size=20, count=40)
+    null, *_ = group_study(
+        bob0, alice0, seed=0, n_bootstrap=60, size=20, count=40, edges=EDGES, percentages=SHADOW["top_percentages"]
+    )
     alice_null = null[null["evaluation"] == "Alice (raw)"]
     assert (alice_null["auc_ci_low"] < 0.5).all() and (alice_null["auc_ci_high"] > 0.5).all()
 
@@ -600,7 +610,7 @@ def test_the_workflow_runs_the_masked_language_model_as_a_protocol_of_its_own():
         mlm.corpus(tables, {}), subcorpora(tables["world"], tables["domain"], tables["general"], tables["wikipedia"])
     )
     corpus = toy_corpus(n_groups=60)
-    settings = {**SPLIT_ARGS, "bob_share": 0.9, "shadows": 2, "slice_share": 0.2}
+    settings = resolved({**SPLIT_ARGS, "bob_share": 0.9, "shadows": 2, "slice_share": 0.2}, "shadow")
     made, expected = mlm.split(corpus, settings), split_and_texts(corpus, settings)
     for one, other in zip(made[:2], expected[:2]):
         pd.testing.assert_frame_equal(one, other)
@@ -626,21 +636,22 @@ TINY = {
 }
 
 
-def test_protocol_settings_left_out_are_the_schemas_defaults():
-    # the protocol at the default world's size (the schema's shadow section), by hand: 1000
-    # bootstrap replicates, 100 groups of 50 sentences per side, a 10-bin BLEU histogram, Figure 7
-    # at every tenth percentage, at most 4 probe sentences per document
-    settings = protocol_settings({"seed": 3, "groups": 12})
+def test_the_protocols_default_settings():
+    # the protocol at the default world's size (the schema's shadow section, which validation
+    # writes into the config), by hand: 1000 bootstrap replicates, 100 groups of 50 sentences per
+    # side, a 10-bin BLEU histogram, Figure 7 at every tenth percentage, at most 4 probe sentences
+    # per document
+    settings = resolved({"seed": 3, "groups": 12}, "shadow")
     assert settings["seed"] == 3 and settings["groups"] == 12
     assert settings["bootstrap"] == 1000 and settings["group_size"] == 50 and settings["bins"] == 10
     assert settings["top_percentages"] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
     assert settings["probe_sentences"] == 4 and settings["slice_share"] == 0.1
-    assert protocol_settings({})["seed"] == 0
+    assert SHADOW["seed"] == 0
     # the translation target's: the same protocol keys, groups of 10 sentences, its subcorpora
-    mt = protocol_settings({}, "shadow_mt")
+    mt = defaults("shadow_mt")
     assert mt["group_size"] == 10 and mt["shared"] == ["discharge", "progress"] and mt["in_house"] == "consult"
     shared = ("probe_sentences", "slice_share", "groups", "bins", "top_percentages", "bootstrap")
-    assert {k: mt[k] for k in shared} == {k: protocol_settings({})[k] for k in shared}
+    assert {k: mt[k] for k in shared} == {k: SHADOW[k] for k in shared}
 
 
 def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
@@ -649,9 +660,9 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
     from mlmia.models.training import train_mlm
 
     corpus = toy_corpus(n_groups=40, registers=("news", "wiki", "house", "tweets"))
-    settings = {"shared": ["news", "wiki"], "in_house": "house", "ood": ["tweets"], "probes": 10, "probe_sentences": 1,
-                "bob_share": 1.0, "shadows": 2, "slice_share": 0.2, "seed": 1, "bootstrap": 60, "group_size": 3,
-                "groups": 12, "bins": 10}  # fmt: skip
+    settings = resolved({"shared": ["news", "wiki"], "in_house": "house", "ood": ["tweets"], "probes": 10,
+                         "probe_sentences": 1, "bob_share": 1.0, "shadows": 2, "slice_share": 0.2, "seed": 1,
+                         "bootstrap": 60, "group_size": 3, "groups": 12, "bins": 10}, "shadow")  # fmt: skip
     split, pairs, texts = split_and_texts(corpus, settings)
     assert set(texts) == {"alice", "bob_0", "bob_1"}
     train_tokenizer(corpus["text"], tmp_path / "tok", vocab_size=300, min_frequency=1)
@@ -781,7 +792,8 @@ def test_each_shadow_trains_with_its_own_seed():
     from mlmia.shadow.split import shadow_model_settings
 
     settings = {"epochs": 30, "seed": 5}
-    assert shadow_model_settings(settings, "alice") == settings
-    assert shadow_model_settings(settings, "bob_0") == settings
-    assert [shadow_model_settings(settings, f"bob_{s}")["seed"] for s in (1, 2, 3)] == [6, 7, 8]
-    assert shadow_model_settings({"epochs": 30}, "bob_2") == {"epochs": 30, "seed": 2}  # the default seed 0
+    assert shadow_model_settings(settings, "alice", seed=5) == settings
+    assert shadow_model_settings(settings, "bob_0", seed=5) == settings
+    assert [shadow_model_settings(settings, f"bob_{s}", seed=5)["seed"] for s in (1, 2, 3)] == [6, 7, 8]
+    # a settings without its seed: the caller resolves it (the study: a model entry's default)
+    assert shadow_model_settings({"epochs": 30}, "bob_2", seed=0) == {"epochs": 30, "seed": 2}

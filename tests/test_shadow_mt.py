@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import sacrebleu
 import torch
+from world_helpers import resolved
 
 from mlmia.core.errors import UserError
 from mlmia.models.seq2seq import (
@@ -49,14 +50,14 @@ from mlmia.world.patients import make_patient
 
 SMALL = {"documents": {"discharge": 16, "progress": 16, "consult": 6, "case_reports": 5, "news": 5},
          "sentences_per_document": 4}  # fmt: skip
-TINY_WORLD = {
+TINY_WORLD = resolved({
     "seed": 0,
     "sentences_per_patient": 4,
     "mimic": {"member_patients": 4, "heldin_patients": 2, "nonmember_patients": 3, "population_patients": 2},
     "i2b2": {"nonmember_patients": 3, "population_patients": 2},
     "domain": {"patients": 3, "abstract_sentences": 10},
     "general": {"sentences": 30},
-}
+}, "corpus")  # fmt: skip
 TINY_MODEL = {"d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 128,
               "max_length": 96, "dropout": 0.0, "batch_size": 8, "lr": 0.003, "warmup_ratio": 0.05}  # fmt: skip
 
@@ -165,29 +166,30 @@ def test_the_world_is_unchanged():
         pd.testing.assert_frame_equal(before[key], after[key])
 
 
-def test_corpus_settings_left_out_are_the_schemas_defaults():
-    # the default world's parallel corpus (the schema's shadow_mt.corpus), by hand
-    settings = parallel_settings({"documents": {"news": 3}})
+def test_corpus_settings_are_the_resolved_section():
+    # the default world's parallel corpus (the schema's shadow_mt.corpus), by hand: validation
+    # writes every default, the library fills none
+    settings = parallel_settings(resolved({"documents": {"news": 3}}, "shadow_mt", "corpus"))
     assert settings == {
         "documents": {"discharge": 250, "progress": 250, "consult": 100, "case_reports": 60, "news": 3},
         "sentences_per_document": 6,
     }
-    assert (
-        parallel_settings(None)
-        == parallel_settings({})
-        == {**settings, "documents": {**settings["documents"], "news": 60}}
-    )
+    # the subcorpora are built in the schema's order, whatever the config's
+    backwards = {"documents": dict(reversed(settings["documents"].items())), "sentences_per_document": 6}
+    assert list(parallel_settings(backwards)["documents"]) == list(settings["documents"])
+    with pytest.raises(KeyError):
+        parallel_settings({"documents": {"news": 3}, "sentences_per_document": 6})
     with pytest.raises(
         UserError, match=r"^shadow_mt\.corpus: unknown key\(s\) docs \(known: documents, sentences_per_document\)$"
     ):
-        parallel_settings({"docs": 3})
+        parallel_settings({**settings, "docs": 3})
 
 
 def test_bad_corpus_settings_name_the_key():
     with pytest.raises(UserError, match="documents: unknown subcorpus 'tweets'"):
-        build_parallel_corpus({"documents": {"tweets": 3}}, 0)
+        build_parallel_corpus(resolved({"documents": {"tweets": 3}}, "shadow_mt", "corpus"), 0)
     with pytest.raises(UserError, match="news: 100000 documents asked"):
-        build_parallel_corpus({"documents": {"news": 100000}}, 0)
+        build_parallel_corpus(resolved({"documents": {"news": 100000}}, "shadow_mt", "corpus"), 0)
 
 
 # --------------------------------------------------------------------------- the model
@@ -287,9 +289,9 @@ def test_feature_table_columns_and_bleu(planted):
 # --------------------------------------------------------------------------- the protocol
 
 
-SETTINGS = {"shared": ["discharge", "progress"], "in_house": "consult", "ood": ["case_reports", "news"], "probes": 3,
-            "probe_sentences": 1, "bob_share": 0.9, "shadows": 2, "slice_share": 0.3, "group_size": 3, "groups": 10,
-            "bootstrap": 20, "seed": 0}  # fmt: skip
+SETTINGS = resolved({"shared": ["discharge", "progress"], "in_house": "consult", "ood": ["case_reports", "news"],
+                     "probes": 3, "probe_sentences": 1, "bob_share": 0.9, "shadows": 2, "slice_share": 0.3,
+                     "group_size": 3, "groups": 10, "bootstrap": 20, "seed": 0}, "shadow_mt")  # fmt: skip
 
 
 def test_the_workflow_runs_the_translation_target_as_a_protocol_of_its_own(corpus):

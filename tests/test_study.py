@@ -202,8 +202,6 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
     # validation writes into a config that leaves those keys out (the schema's), nothing of its own
     import inspect
 
-    from mlmia.memorization.exposed_samples import exposure_metrics
-    from mlmia.memorization.extraction import extraction_rates, infill
     from mlmia.models.tokenizer import train_tokenizer
     from mlmia.scoring.energy import score_file, score_samples, score_samples_oracle
     from mlmia.scoring.neighbours import neighbour_samples
@@ -228,31 +226,24 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
         "device": scoring["device"], "precision": scoring["precision"]
     }  # fmt: skip
     assert ScoringSettings() == ScoringSettings.from_config(scoring)
-    extraction = config["extraction"]
-    assert given(infill, top_k="top_k", batch_size="batch_size") == {
-        "top_k": extraction["top_k"], "batch_size": extraction["batch_size"]
-    }  # fmt: skip
-    assert given(extraction_rates, seed="seed", bootstrap="replicates") == {
-        "seed": extraction["seed"], "bootstrap": extraction["bootstrap"]
-    }  # fmt: skip
     neighbours = {k: config["neighbours"][k] for k in ("count", "seed", "candidates", "dropout")}
     assert given(neighbour_samples, count="n", seed="seed", candidates="candidates", dropout="dropout") == neighbours
     assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency",
                  min_patients="min_patients") == config["tokenizer"]  # fmt: skip
-    exposure = {k: config["exposure"][k] for k in ("test_size", "seed")}
-    assert given(exposure_metrics, test_size="test_size", seed="seed") == exposure
 
 
-def test_validation_leaves_the_corpus_section_as_given():
-    # the world's rules pass `corpus` as their params: a default written into it would rerun
-    # every world job of a config that leaves one out (mlmia.world.corpus.corpus_settings fills them)
-    from mlmia.terms.schema import schema_path, validate
+def test_validation_resolves_the_corpus_section():
+    # the world's rules pass `corpus` as their params, resolved: every default written in, so the
+    # jobs read no schema (mlmia.world.corpus.corpus_settings checks what it is handed)
+    from mlmia.terms.schema import defaults, schema_path, validate
 
     corpus = {"seed": 1, "i2b2": {"nonmember_patients": 3}, "general": {}}
     config = validate(
         {"run": "x", "tables_spec": "unused.yaml", "corpus": copy.deepcopy(corpus)}, schema_path("config")
     )
-    assert config["corpus"] == corpus
+    expected = defaults("corpus")
+    expected["seed"], expected["i2b2"]["nonmember_patients"] = 1, 3
+    assert config["corpus"] == expected
     with pytest.raises(UserError, match=r"^config key corpus\.mimic\.member_patients: 0 is less than the minimum of 1"):
         validate(
             {"run": "x", "tables_spec": "t.yaml", "corpus": {"mimic": {"member_patients": 0}}}, schema_path("config")

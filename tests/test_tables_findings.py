@@ -13,6 +13,7 @@ from mlmia.report.findings import check_findings, render
 from mlmia.report.tables import render_latex, render_markdown, render_table, tidy_table
 from mlmia.scoring.shards import shard_count, shard_slice
 from mlmia.terms.experiment import Experiment
+from mlmia.terms.schema import defaults
 
 EXP = {"e1": Experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
 
@@ -216,7 +217,11 @@ def test_exposure_labels_and_degenerate_case():
     members = exposed_labels(attack, 0.1, "likelihood_ratio")  # threshold: the lowest population statistic, -3
     assert members.exposed.tolist() == [True, True, True, False]
     # too few of one class: empty cells, not invented numbers
-    metrics = exposure_metrics(members, pd.DataFrame({"digits": [1, 2, 3, 4]}), np.zeros((4, 2)), 0.1)
+    exposure = defaults("exposure")  # the test split's share and seed: the config's (the schema's)
+    metrics = exposure_metrics(
+        members, pd.DataFrame({"digits": [1, 2, 3, 4]}), np.zeros((4, 2)), 0.1,
+        test_size=exposure["test_size"], seed=exposure["seed"],
+    )  # fmt: skip
     assert metrics.value.isna().all() and set(metrics.split) == {"train", "test"}
 
 

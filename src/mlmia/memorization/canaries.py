@@ -43,11 +43,8 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.memorization.exposure import exact_rank, exposure, skewnorm_exposure
 from mlmia.report.markdown import markdown_table
-from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
-#: the scorer's seed left out: the config schema's (`scoring.seed`, which the workflow passes)
-SCORING_SEED = defaults("scoring")["seed"]
 
 PLACEHOLDER = "{secret}"
 #: the symbols of the secret space, in the order of the columns of `secret_log_probs`
@@ -339,7 +336,7 @@ def pll_scores(
     sample_ids: Sequence[str],
     texts: Sequence[str],
     *,
-    seed: int = SCORING_SEED,
+    seed: int,
     num_threads: int | None = None,
     batch_size: int | None = None,
 ) -> np.ndarray:
@@ -384,7 +381,7 @@ def checkpoint_exposures(
     template: str,
     digits: int,
     *,
-    seed: int = SCORING_SEED,
+    seed: int,
     num_threads: int | None = None,
 ) -> pd.DataFrame:
     """Both exposures of every canary under one model: one row per canary with canary_id,

@@ -34,8 +34,8 @@ What is computed here, exactly:
   tags at the first subwords (a word cut off by `max_length` is predicted O);
 - the main experiment (`main_design`, `main_runs`): one tagger per (seed, repetitions).
 
-The tagger's size and training settings default to the config schema's (`dexposure.model`,
-`dexposure.training`; `mlmia.terms.schema.defaults`). Table 3, Figure 1 and the first finding:
+The tagger's size and training settings are the config's (`dexposure.model`,
+`dexposure.training`), every key given. Table 3, Figure 1 and the first finding:
 `mlmia.memorization.dexposure_report`; the overfitting experiment (Figure 2, the second
 finding): `mlmia.memorization.overfitting`.
 """
@@ -56,12 +56,9 @@ from mlmia.memorization.exposure import d_exposure, mean_d_exposure
 from mlmia.models.batching import pad_rows
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
-from mlmia.terms.schema import defaults
 from mlmia.world.phi import PHI_CLASSES, candidate_words, phrase_slot, tag_names, word_tag_counts
 
 log = get_logger(__name__)
-#: the device and threads of a tagger left out: the config schema's (`dexposure`)
-DEFAULTS = defaults("dexposure")
 
 RUN_COLUMNS = [
     "setting", "seed", "repetitions", "epoch", "class", "size", "max_d_exposure", "inserted_confidence",
@@ -135,9 +132,9 @@ def encode_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: int,
 
 
 def tagger_settings(settings: Mapping) -> dict:
-    """The tagger's settings (`dexposure.model`) with the config schema's defaults; a width its
-    heads do not divide is refused in one line."""
-    cfg = {**defaults("dexposure", "model"), **dict(settings)}
+    """The tagger's settings (`dexposure.model`, every key given), checked: a width its heads do
+    not divide is refused in one line."""
+    cfg = dict(settings)
     if int(cfg["hidden_size"]) % int(cfg["num_heads"]):
         raise UserError(
             f"dexposure.model: hidden_size {cfg['hidden_size']} is not a multiple of num_heads {cfg['num_heads']}"
@@ -275,8 +272,8 @@ def train_and_measure(
     lr_decay: bool = True,
     dropout: float | None = None,
     setting: str = "main",
-    device: str = DEFAULTS["device"],
-    threads: int = DEFAULTS["threads"],
+    device: str,
+    threads: int,
     record_dir: str | os.PathLike | None = None,
     log_every: int = 20,
 ) -> pd.DataFrame:
@@ -288,8 +285,8 @@ def train_and_measure(
 
     `entities` maps each d-exposure class to its inserted word; the candidate sets are counted
     on the `train` split WITHOUT the inserted phrases (`mlmia.world.phi.candidate_words`).
-    `training`: batch_size, lr, warmup_ratio, weight_decay (each defaulting to the schema's
-    `dexposure.training`), `model_settings` the tagger's size (`dexposure.model`); training runs
+    `training`: batch_size, lr, warmup_ratio, weight_decay (`dexposure.training`, every key
+    given), `model_settings` the tagger's size (`dexposure.model`); training runs
     max(checkpoints) epochs; `lr_decay` False keeps the rate constant after warm-up; `dropout`
     overrides the model's (0 for the overfitting experiment). The training loss of a
     checkpoint is the mean loss of that epoch's batches (train mode)."""
@@ -301,8 +298,7 @@ def train_and_measure(
     record = RunRecord(f"{setting}_seed{seed}_rep{repetitions}", log_every)
     torch.set_num_threads(max(1, int(threads)))
     dev = resolve_device(device)
-    mcfg = {**defaults("dexposure", "model"), **dict(model_settings)}
-    tcfg = {**defaults("dexposure", "training"), **dict(training)}
+    mcfg, tcfg = dict(model_settings), dict(training)
     checkpoints = sorted({int(e) for e in checkpoints})
     if not checkpoints or checkpoints[0] < 1:
         raise UserError("dexposure: checkpoints must be epochs >= 1")

@@ -25,7 +25,6 @@ from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.metrics.classification import population_threshold
-from mlmia.terms.schema import defaults
 
 FEATURE_SETS = {
     "digits": ["digits"],
@@ -36,8 +35,6 @@ FEATURE_SETS = {
     "cls_embedding": ["cls"],
 }
 log = get_logger(__name__)
-#: the test split's share and seed left out: the config schema's `exposure` section
-EXPOSURE = defaults("exposure")
 
 
 def training_texts(table: pd.DataFrame, where: str) -> pd.Series:
@@ -119,8 +116,9 @@ def exposure_metrics(
     features: pd.DataFrame,
     cls: np.ndarray,
     alpha: float,
-    test_size: float = EXPOSURE["test_size"],
-    seed: int = EXPOSURE["seed"],
+    *,
+    test_size: float,
+    seed: int,
 ) -> pd.DataFrame:
     """Precision/recall (percent) of "exposed" for each feature set on train and test splits."""
     columns = [

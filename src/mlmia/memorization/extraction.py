@@ -38,11 +38,8 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
-#: the keyword defaults of `infill` and `extraction_rates`: the config schema's `extraction` section
-DEFAULTS = defaults("extraction")
 
 #: a PHI value of a patient: `left` and `right` are literal context the value must stand between
 #: (a dose between its drug and "mg"); empty strings: the value stands alone, between word boundaries
@@ -225,8 +222,8 @@ def infill(
     samples: pd.DataFrame,
     spans: pd.DataFrame,
     *,
-    top_k: int = DEFAULTS["top_k"],
-    batch_size: int = DEFAULTS["batch_size"],
+    top_k: int,
+    batch_size: int,
 ) -> pd.DataFrame:
     """Reconstruct each (sample, value) of `spans` (`locate_values`): all its occurrences in the
     sample masked, its first occurrence read back (top-1 by the iterative fill, the one-pass
@@ -339,8 +336,8 @@ def extraction_rates(
     roles: dict[str, str],
     *,
     levels: Sequence[str] = ("sample", "patient"),
-    seed: int = DEFAULTS["seed"],
-    replicates: int = DEFAULTS["bootstrap"],
+    seed: int,
+    replicates: int,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rates of top-1 and top-k extraction per (model, role, kind, level) with 95% patient-
     bootstrap intervals, and their replicates (for paired differences: `rate_differences`).

@@ -44,7 +44,6 @@ from mlmia.memorization.dexposure_report import interval_cell, model_means
 from mlmia.metrics.intervals import seed_interval
 from mlmia.report.finding import Finding, interval_verdict
 from mlmia.report.markdown import markdown_table
-from mlmia.terms.schema import defaults
 
 #: the slopes' unit: bits of d-exposure per this many epochs
 SLOPE_EPOCHS = 100
@@ -96,18 +95,13 @@ def overfit_checkpoints(overfit: Mapping) -> list[int]:
     return sorted(set(range(every, epochs + 1, every)) | {epochs})
 
 
-def overfit_settings(dexposure: Mapping) -> dict:
-    """The `overfit` section of the `dexposure:` config with the config schema's defaults filled in."""
-    return {**defaults("dexposure", "overfit"), **dict(dexposure.get("overfit") or {})}
-
-
 def overfit_design(dexposure: Mapping) -> dict:
     """How each overfitting tagger is trained, from the `dexposure:` config (`model`,
     `training`, `overfit`): the main experiment's model and optimiser settings but its
     checkpoints, with weight decay `overfit.weight_decay`, no dropout, a constant learning rate
     after warm-up, on `overfit.fraction` of the training notes, measured at
     `overfit_checkpoints`. Only what one tagger's training depends on (not its seed count)."""
-    overfit = overfit_settings(dexposure)
+    overfit = dexposure["overfit"]
     training = {k: v for k, v in dict(dexposure["training"]).items() if k != "checkpoints"}
     return {
         "model": dexposure["model"],
@@ -121,7 +115,7 @@ def overfit_design(dexposure: Mapping) -> dict:
 
 def overfit_runs(dexposure: Mapping) -> list[tuple[int, int]]:
     """The overfitting taggers: (model seed, repetitions) for seeds 0 .. `overfit.seeds` - 1."""
-    overfit = overfit_settings(dexposure)
+    overfit = dexposure["overfit"]
     return [(seed, int(overfit["repetitions"])) for seed in range(int(overfit["seeds"]))]
 
 

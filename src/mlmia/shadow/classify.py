@@ -35,7 +35,6 @@ from mlmia.core.errors import UserError
 from mlmia.core.io import require_columns
 from mlmia.metrics.classification import weighted_auc
 from mlmia.metrics.intervals import group_resamples, percentile_interval, row_weights
-from mlmia.terms.schema import defaults
 
 #: the paper's classifiers, in its order
 CLASSIFIERS = ("Perceptron", "Decision Tree", "Naive Bayes", "k-NN", "MLP")
@@ -45,8 +44,6 @@ TREE_DEPTH = 5
 #: with the model score of the model's own output (Table 3)
 FEATURES = ("bleu", "precision_1", "precision_2", "precision_3", "precision_4")
 MODEL_SCORE_FEATURES = (*FEATURES, "model_score")
-#: bootstrap replicates left out: the config schema's (`shadow.bootstrap`)
-N_BOOTSTRAP = defaults("shadow")["bootstrap"]
 ACCURACY_COLUMNS = [
     "classifier", "evaluation", "accuracy", "ci_low", "ci_high", "auc", "auc_ci_low", "auc_ci_high", "n", "n_groups",
 ]  # fmt: skip
@@ -187,7 +184,7 @@ def accuracy_table(
     sets: dict[str, pd.DataFrame],
     features: Sequence[str],
     seed: int,
-    n_bootstrap: int = N_BOOTSTRAP,
+    n_bootstrap: int,
     label: str = "member",
     group: str = "group_id",
 ) -> pd.DataFrame:

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 import pandas as pd
 
 from mlmia.report.finding import Finding, interval_verdict
-from mlmia.shadow.classify import N_BOOTSTRAP
 
 #: margin around 0.5 within which an accuracy or AUC counts as near chance (besides an interval holding 0.5)
 NEAR_CHANCE_MARGIN = 0.05
@@ -46,7 +45,7 @@ def near_chance(value: float, low: float, high: float, margin: float = NEAR_CHAN
 
 
 def findings(
-    tables: Mapping[str, pd.DataFrame], margin: float = NEAR_CHANCE_MARGIN, n_bootstrap: int = N_BOOTSTRAP
+    tables: Mapping[str, pd.DataFrame], margin: float = NEAR_CHANCE_MARGIN, *, n_bootstrap: int
 ) -> list[Finding]:
     """The paper's findings checked cell by cell (see the module docstring)."""
     out = []
@@ -104,7 +103,7 @@ def findings(
     return out
 
 
-def findings_method(n_bootstrap: int = N_BOOTSTRAP) -> str:
+def findings_method(n_bootstrap: int) -> str:
     """The method paragraph of the shadow study's findings file."""
     return (
         "Each attack classifier's accuracy (and threshold-free AUC, where the set holds in and out) on a set of probes "

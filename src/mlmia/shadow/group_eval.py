@@ -42,8 +42,6 @@ from mlmia.metrics.intervals import group_resamples, percentile_interval
 from mlmia.shadow.classify import ACCURACY_COLUMNS, fit_classifiers, predict_matrix
 from mlmia.shadow.features import STAT_COLUMNS
 from mlmia.shadow.groups import (
-    BLEU_EDGES,
-    TOP_PERCENTAGES,
     adjustment_shift,
     group_feature_columns,
     group_feature_matrix,
@@ -119,8 +117,8 @@ def group_study(
     n_bootstrap: int,
     size: int,
     count: int,
-    edges: Sequence[float] = BLEU_EDGES,
-    percentages: Sequence[float] = TOP_PERCENTAGES,
+    edges: Sequence[float],
+    percentages: Sequence[float],
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict, float]:
     """Table 6 and Figure 7: (table rows with `ACCURACY_COLUMNS`, where `n` counts groups and
     `n_groups` documents; Figure 7's rows, `FIGURE_COLUMNS`; the group classifiers; the shift).

@@ -32,39 +32,28 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlmia.core.errors import UserError
-from mlmia.terms.schema import defaults
-
-#: default number of bins of the sentence-BLEU histogram over [0, 100], the config schema's
-#: `shadow.bins` (the paper's 100 bins for groups of 500 sentences hold 5 sentences a bin; 10 bins
-#: for groups of 50 hold as many)
-BINS = defaults("shadow")["bins"]
-#: default percentages N of Figure 7's "top N% called in" (`shadow.top_percentages`)
-TOP_PERCENTAGES = tuple(defaults("shadow")["top_percentages"])
 
 
-def bleu_edges(bins: int = BINS) -> tuple[float, ...]:
-    """`bins` equal bins over [0, 100]: their bin edges."""
+def bleu_edges(bins: int) -> tuple[float, ...]:
+    """`bins` equal bins over [0, 100]: their bin edges (`shadow.bins`: the paper's 100 bins for
+    groups of 500 sentences hold 5 sentences a bin; 10 bins for groups of 50 hold as many)."""
     bins = int(bins)
     if bins < 1:
         raise UserError(f"the BLEU histogram needs at least 1 bin, got {bins}")
     return tuple(float(x) for x in np.linspace(0.0, 100.0, bins + 1))
 
 
-#: default bin edges of the sentence-BLEU histogram: 10 bins of width 10 over [0, 100], the last closed
-BLEU_EDGES = bleu_edges(BINS)
-
-
-def histogram_columns(edges: Sequence[float] = BLEU_EDGES) -> list[str]:
+def histogram_columns(edges: Sequence[float]) -> list[str]:
     """Names of the histogram features: `bleu_hist_<low>_<high>`."""
     return [f"bleu_hist_{edges[i]:g}_{edges[i + 1]:g}" for i in range(len(edges) - 1)]
 
 
-def group_feature_columns(edges: Sequence[float] = BLEU_EDGES) -> list[str]:
+def group_feature_columns(edges: Sequence[float]) -> list[str]:
     """The group classifier's features: the histogram fractions, then `corpus_bleu`."""
     return [*histogram_columns(edges), "corpus_bleu"]
 
 
-def bin_index(bleu: np.ndarray, edges: Sequence[float] = BLEU_EDGES) -> np.ndarray:
+def bin_index(bleu: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     """Each value's bin [e_i, e_i+1) (the last bin closed: BLEU 100 counts in it); values are
     first clipped to [e_0, e_last], so each counts in exactly one bin."""
     edges = np.asarray(edges, dtype=float)
@@ -72,7 +61,7 @@ def bin_index(bleu: np.ndarray, edges: Sequence[float] = BLEU_EDGES) -> np.ndarr
     return np.clip(np.searchsorted(edges, clipped, side="right") - 1, 0, len(edges) - 2)
 
 
-def bleu_histogram(bleu: np.ndarray, edges: Sequence[float] = BLEU_EDGES) -> np.ndarray:
+def bleu_histogram(bleu: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     """Fraction of the values in each bin (`bin_index`)."""
     bleu = np.asarray(bleu, dtype=float)
     if bleu.size == 0:
@@ -129,7 +118,7 @@ def random_groups(docs: np.ndarray, size: int, count: int, rng: np.random.Genera
 
 
 def group_feature_matrix(
-    bleu: np.ndarray, stats: np.ndarray, groups: np.ndarray, edges: Sequence[float] = BLEU_EDGES, shift: float = 0.0
+    bleu: np.ndarray, stats: np.ndarray, groups: np.ndarray, edges: Sequence[float], shift: float = 0.0
 ) -> np.ndarray:
     """Groups x features (`group_feature_columns`): per group (a row of row indices into `bleu`
     and `stats`), the fraction of its sentence BLEUs (less `shift`) in each bin and its corpus
@@ -155,7 +144,7 @@ def adjustment_shift(alice_bleu: np.ndarray, bob_bleu: np.ndarray) -> float:
 
 
 def top_share_calls(
-    score: np.ndarray, truth: np.ndarray, percentages: Sequence[float] = TOP_PERCENTAGES
+    score: np.ndarray, truth: np.ndarray, percentages: Sequence[float]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Figure 7: (precision, accuracy) per percentage N of calling the ceil(N/100 x groups)
     groups of highest score "in" and the rest "out" (ties in score broken by position: the

@@ -22,7 +22,7 @@ def split_and_pairs(corpus: pd.DataFrame, settings: dict) -> tuple[pd.DataFrame,
     parallel corpus: `mlmia.shadow.workflow.split_and_texts` on the sources, each training row
     with its target. The split keeps every column of the corpus (the targets among them)."""
     require_columns(corpus, ["sample_id", "group_id", "text", "target", "subcorpus"], "parallel corpus")
-    split, pairs, texts = workflow.split_and_texts(corpus, settings, "shadow_mt")
+    split, pairs, texts = workflow.split_and_texts(corpus, settings)
     target = split.set_index("sample_id")["target"]
     training = {
         name: frame.assign(target=frame["sample_id"].map(target))[PAIR_COLUMNS] for name, frame in texts.items()
@@ -54,4 +54,4 @@ def tables(
     """Tables 2-6, Figure 7's numbers and the findings: the protocol's entry point
     (`mlmia.shadow.workflow.tables`) on the translation features; `training` holds each shadow's
     training pairs (`split_and_pairs`), whose sources flag the OOV pairs of Table 5."""
-    return workflow.tables(split, pairs, features, settings, training, "shadow_mt")
+    return workflow.tables(split, pairs, features, settings, training)

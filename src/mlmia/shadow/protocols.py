@@ -85,6 +85,7 @@ def protocol(name: str) -> Protocol:
 
 def tables(name: str, split: pd.DataFrame, pairs: pd.DataFrame, features: Mapping[str, pd.DataFrame],
            texts: Mapping[str, pd.DataFrame], settings: Mapping) -> dict:  # fmt: skip
-    """Tables 2-6, Figure 7's numbers and the findings of protocol `name` (`mlmia.shadow.workflow.tables`
-    with the protocol's section's defaults); `texts` each model's training texts (or pairs)."""
-    return workflow.tables(split, pairs, features, settings, texts, protocol(name).section)
+    """Tables 2-6, Figure 7's numbers and the findings of protocol `name` (`mlmia.shadow.workflow.tables`;
+    `settings` its config section); `texts` each model's training texts (or pairs)."""
+    protocol(name)  # an unknown name is refused
+    return workflow.tables(split, pairs, features, settings, texts)

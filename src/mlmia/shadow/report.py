@@ -49,7 +49,6 @@ from mlmia.shadow.classify import (
     ACCURACY_COLUMNS,
     FEATURES,
     MODEL_SCORE_FEATURES,
-    N_BOOTSTRAP,
     accuracy_table,
     fit_classifiers,
 )
@@ -163,7 +162,7 @@ def sample_table(
     probes: pd.DataFrame,
     features: Sequence[str],
     seed: int,
-    n_bootstrap: int = N_BOOTSTRAP,
+    n_bootstrap: int,
     table: str = "table2",
 ) -> tuple[pd.DataFrame, dict]:
     """Table 2 (features `FEATURES`) or Table 3 (`MODEL_SCORE_FEATURES`): (tidy, classifiers)."""
@@ -175,7 +174,7 @@ def sample_table(
 
 
 def ood_table(
-    classifiers: dict, probes: pd.DataFrame, features: Sequence[str], seed: int, n_bootstrap: int = N_BOOTSTRAP
+    classifiers: dict, probes: pd.DataFrame, features: Sequence[str], seed: int, n_bootstrap: int
 ) -> pd.DataFrame:
     """Table 4: accuracy on each OOD subcorpus (its probes are all out)."""
     ood = probes[probes["probe_set"] == "ood"]
@@ -191,7 +190,7 @@ def oov_table(
     probes: pd.DataFrame,
     features: Sequence[str],
     seed: int,
-    n_bootstrap: int = N_BOOTSTRAP,
+    n_bootstrap: int,
 ) -> pd.DataFrame:
     """Table 5: accuracy (and AUC where both classes occur) on the OOV subsets; an empty subset
     gives NaN."""
@@ -264,8 +263,8 @@ def shadow_tables(
 ) -> dict:
     """Tables 1-6 and Figure 7's numbers as tidy DataFrames keyed table1 ... table6, figure7, the
     adjustment shift ("shift") and the findings (`Finding` records, "findings"). The protocol's
-    settings have no defaults here: `mlmia.shadow.workflow.tables` passes them, the config
-    schema's where a caller leaves one out."""
+    settings have no defaults here: `mlmia.shadow.workflow.tables` passes them from the
+    protocol's config section, every key given."""
     table1 = model_fit(bob, probes)
     table2, classifiers = sample_table(bob, probes, FEATURES, seed, n_bootstrap, "table2")
     table3, _ = sample_table(bob, probes, MODEL_SCORE_FEATURES, seed, n_bootstrap, "table3")
@@ -285,7 +284,7 @@ def shadow_tables(
     }
     tables["figure7"] = figure7
     tables["shift"] = shift
-    tables["findings"] = findings(tables, margin, n_bootstrap)
+    tables["findings"] = findings(tables, margin, n_bootstrap=n_bootstrap)
     return tables
 
 
@@ -311,7 +310,7 @@ def _cell(r) -> str:
     return text
 
 
-def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTRAP) -> str:
+def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int) -> str:
     """A tidy table as Markdown: one row per classifier (the one Bob selects marked *), one
     column per evaluation set, cells "accuracy [interval] / AUC [interval]", accuracy in percent,
     a last row with the number of rows (groups, for Table 6) and of bootstrap units of each set."""
@@ -339,7 +338,7 @@ def render_markdown(tidy: pd.DataFrame, title: str, n_bootstrap: int = N_BOOTSTR
     return "\n".join(lines)
 
 
-def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int = N_BOOTSTRAP) -> str:
+def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int) -> str:
     """Figure 7's numbers as Markdown: per features (raw, adjusted) a table, rows classifiers,
     columns N, cells "precision [interval] (accuracy)" of calling the top N% of groups in."""
     lines = [
@@ -373,7 +372,7 @@ def render_figure_markdown(figure: pd.DataFrame, n_bootstrap: int = N_BOOTSTRAP)
     return "\n".join(lines)
 
 
-def render_all(tables: Mapping[str, object], n_bootstrap: int = N_BOOTSTRAP) -> dict[str, str]:
+def render_all(tables: Mapping[str, object], n_bootstrap: int) -> dict[str, str]:
     """Markdown of every table `shadow_tables` returns (keys as there)."""
     out = {
         key: render_markdown(tables[key], TITLES[key], n_bootstrap)

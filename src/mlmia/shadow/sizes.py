@@ -64,7 +64,7 @@ def check_sizes(settings: Mapping, documents: Mapping[str, Documents | None], se
                 sized: Mapping[str, str]) -> None:  # fmt: skip
     """Carol's probes, Bob's slices and the groups fit the subcorpora (`what`: "register" or
     "subcorpus"; `sized`: the config key and value each subcorpus's size comes from, for the
-    messages). `settings`: the protocol's, defaults filled in (`mlmia.shadow.split.protocol_settings`)."""
+    messages). `settings`: the protocol's config section, every key given."""
     shared = list(settings["shared"])
     in_house = [settings["in_house"]] if isinstance(settings["in_house"], str) else list(settings["in_house"] or [])
     ood = list(settings["ood"] or [])

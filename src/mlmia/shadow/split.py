@@ -25,7 +25,7 @@ Only ids, counts and subcorpus names appear in messages, never sentence text.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,6 @@ import pandas as pd
 from mlmia.core.errors import UserError, shown_id
 from mlmia.core.io import require_columns
 from mlmia.core.keys import stable_key
-from mlmia.terms.schema import defaults
 
 #: the parts of `carol_split`, one per group
 PARTS = ("alice_train", "in_probe", "out_probe", "ood_probe", "unused")
@@ -44,14 +43,6 @@ CLASSIFIER_SPLITS = ("train", "valid", "test")
 CLASSIFIER_FRACTIONS = (0.6, 0.2, 0.2)
 #: the fewest groups of a held-out slice: one for each classifier split
 SLICE_MIN_GROUPS = len(CLASSIFIER_SPLITS)
-
-
-def protocol_settings(settings: Mapping, section: str = "shadow") -> dict:
-    """A shadow protocol's settings, a key left out the config schema's default in `section`
-    (`mlmia.terms.schema.defaults`): `shadow` for a masked language model, `shadow_mt` for the
-    translation target (the same protocol keys through YAML anchors, but the latter's smaller
-    `group_size` and its subcorpora). The workflow passes the section whole."""
-    return {**defaults(section), **dict(settings)}
 
 
 def _names(value, what: str) -> list[str]:
@@ -252,16 +243,16 @@ def slice_groups(share: float, groups: int) -> int:
     return max(1, int(round(float(share) * groups)))
 
 
-def shadow_model_settings(settings: dict, who: str) -> dict:
+def shadow_model_settings(settings: dict, who: str, *, seed: int) -> dict:
     """A model's training settings in the protocol, `who` "alice" or "bob_<s>": Alice's as given;
-    Bob's shadow s with its own seed, the given one + s, as independently trained models have.
+    Bob's shadow s with its own seed, `seed` (the settings' own, resolved by the caller) + s, as
+    independently trained models have.
     (One seed for every shadow let one fail alike in all: on the default world, the translation
     target's shadow 1 did not fit its own training pairs under seed 0, 7.8 BLEU on them, and fit
     them under seed 1, 82.1.)"""
     shadow = 0 if who == "alice" else int(who.removeprefix("bob_"))
     if shadow == 0:  # unchanged, so that a run's existing models stay up to date
         return dict(settings)
-    seed = settings["seed"] if "seed" in settings else defaults("models", "*")["seed"]  # a model entry's default
     return {**settings, "seed": int(seed) + shadow}
 
 

@@ -17,7 +17,6 @@ from mlmia.shadow.split import (
     ALICE_TRAIN_PARTS,
     carol_split,
     probe_table,
-    protocol_settings,
     shadow_splits,
     shadow_training_ids,
 )
@@ -27,11 +26,10 @@ PROTOCOL_COLUMNS = ["sample_id", *MODEL_SCORE_FEATURES, *STAT_COLUMNS]
 
 
 def split_and_texts(
-    corpus: pd.DataFrame, settings: Mapping, section: str = "shadow"
+    corpus: pd.DataFrame, settings: Mapping
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
     """(Carol's split, Bob's labelled pairs, training texts by model: "alice", "bob_<s>");
-    `settings` as `protocol_settings` reads them."""
-    settings = protocol_settings(settings, section)
+    `settings`: the protocol's config section (`shadow`, `shadow_mt`), every key given."""
     split = carol_split(
         corpus, settings["shared"], settings["in_house"], settings["ood"], settings["probes"], settings["bob_share"],
         settings["seed"], per_group=settings["probe_sentences"],
@@ -61,7 +59,6 @@ def tables(
     features: Mapping[str, pd.DataFrame],
     settings: Mapping,
     training_texts: Mapping[str, pd.DataFrame],
-    section: str = "shadow",
 ) -> dict:
     """Hisamoto et al.'s protocol on one target: Tables 2-6, Figure 7's numbers, the adjustment
     shift and the findings (`mlmia.shadow.report.shadow_tables`). Any target (a masked language
@@ -79,9 +76,9 @@ def tables(
       columns are ignored;
     - `training_texts`: per shadow "bob_<s>" its training sentences (a `text` column): the OOV
       flags of Table 5;
-    - `settings`: `seed` and the protocol's settings (`protocol_settings` of `section`).
+    - `settings`: the protocol's config section (`shadow`, `shadow_mt`), every key given: `seed`,
+      `bootstrap`, `group_size`, `groups`, `bins`, `top_percentages`.
     """
-    settings = protocol_settings(settings, section)
     if "alice" not in features:
         raise UserError("shadow protocol: no features of Alice's model ('alice')")
     for name, frame in features.items():

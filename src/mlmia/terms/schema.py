@@ -13,8 +13,7 @@ A key that was renamed (`RENAMED`) is refused before validation, naming the new 
 An object whose schema lists `x-fill-defaults` gets only those keys' defaults at validation;
 the library fills the others where it reads the settings. A model entry is one: its settings
 stay as the config gives them (a rule's params, what a reference copies from its shape), and a
-precision it leaves out follows `training.precision`. The `corpus` section is another: the
-world's rules pass it as their params.
+precision it leaves out follows `training.precision`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.terms.schema import defaults
 from mlmia.world.lexicon import general_sentences, lexicon
 from mlmia.world.patient_phi import patient_phi
 from mlmia.world.patients import Patient, make_patient, pick, sentence_count
@@ -42,27 +41,34 @@ log = get_logger(__name__)
 REGISTERS = {"mimic": mimic.REGISTER, "i2b2": i2b2.REGISTER, "domain": case_report.REGISTER}
 
 
-def corpus_settings(config: dict | None) -> dict:
-    """The `corpus:` config section with the config schema's defaults filled in, one level deep
-    (`mlmia.terms.schema.defaults`; validation leaves them out of the config); an unknown key
-    or a value out of range is a UserError naming the key."""
-    config = dict(config or {})
-    known = defaults("corpus")  # every key of the section has one
-    out: dict = {}
-    for key, default in known.items():
-        if isinstance(default, dict):
-            sub = dict(config.get(key) or {})
-            unknown = [k for k in sub if k not in default]
-            if unknown:
-                raise UserError(
-                    f"corpus.{key}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(default)})"
-                )
-            out[key] = {**default, **sub}
-        else:
-            out[key] = config.get(key, default)
-    unknown = [k for k in config if k not in known]
+#: the keys of the `corpus:` section, in the schema's order: its sub-sections' keys by name
+#: (`mlmia.terms.schemas`; validation writes every default, so a key is never missing)
+SECTION_KEYS = {
+    "mimic": ("member_patients", "heldin_patients", "nonmember_patients", "population_patients"),
+    "i2b2": ("nonmember_patients", "population_patients", "shift"),
+    "domain": ("patients", "abstract_sentences", "note_share"),
+    "general": ("sentences", "medical_share", "note_share"),
+}
+CORPUS_KEYS = ("seed", "sentences_per_patient", *SECTION_KEYS)
+
+
+def corpus_settings(config: dict) -> dict:
+    """The `corpus:` config section as validation resolved it (every key given; a missing one is
+    a KeyError), checked: an unknown key or a value out of range is a UserError naming the key."""
+    config = dict(config)
+    unknown = [k for k in config if k not in CORPUS_KEYS]
     if unknown:
-        raise UserError(f"corpus: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(known)})")
+        raise UserError(f"corpus: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(CORPUS_KEYS)})")
+    out: dict = {}
+    for key in CORPUS_KEYS:
+        if key not in SECTION_KEYS:
+            out[key] = config[key]
+            continue
+        sub, known = dict(config[key]), SECTION_KEYS[key]
+        unknown = [k for k in sub if k not in known]
+        if unknown:
+            raise UserError(f"corpus.{key}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(known)})")
+        out[key] = {k: sub[k] for k in known}
     for key, sub in out.items():
         if isinstance(sub, dict):
             for k, v in sub.items():
@@ -134,8 +140,9 @@ def register_mix(note_share: float) -> dict[str, float]:
     }
 
 
-def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
-    """Build every corpus of the default world from the `corpus:` config section.
+def build_world(config: dict) -> dict[str, pd.DataFrame]:
+    """Build every corpus of the default world from the `corpus:` config section, resolved
+    (`corpus_settings`).
 
     Returns a dict of DataFrames:
 
@@ -296,7 +303,7 @@ def build_world(config: dict | None = None) -> dict[str, pd.DataFrame]:
     }
 
 
-def write_world(config: dict | None, outputs: dict[str, str]) -> dict[str, pd.DataFrame]:
+def write_world(config: dict, outputs: dict[str, str]) -> dict[str, pd.DataFrame]:
     """Build the world and write each table named in `outputs` (key -> Parquet path) atomically."""
     from mlmia.core.io import write_parquet
 

@@ -39,7 +39,6 @@ import pandas as pd
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.core.logs import get_logger
-from mlmia.terms.schema import defaults
 from mlmia.world.lexicon import OUTCOMES, RELATIONS, general_sentences, lexicon
 from mlmia.world.patients import (
     Patient,
@@ -71,6 +70,8 @@ MIXES = {
                         "vitals": 0.4}),
     "case_reports": ("hpi", {"pmh": 1.0, "med": 1.4, "vitals": 0.8, "labs": 0.8, "imaging": 0.8, "course": 1.2}),
 }  # fmt: skip
+#: the subcorpora of `shadow_mt.corpus.documents`, in the schema's order: the corpus is built in it
+SUBCORPORA = (*MIXES, "news")
 
 DEVICES = [("RA", "room air"), ("2L NC", "2 liters nasal cannula"), ("4L NC", "4 liters nasal cannula"),
            ("NRB", "a nonrebreather mask"), ("40% FM", "a 40% face mask")]  # fmt: skip
@@ -98,24 +99,24 @@ LAB_I2B2 = {"na": ("sodium",), "k": ("potassium",), "bun": ("BUN",), "cr": ("cre
 CHEMISTRY, BLOOD_COUNT = ("na", "k", "bun", "cr", "glu"), ("wbc", "hgb", "hct", "plt")
 
 
-def parallel_settings(config: dict | None) -> dict:
-    """`shadow_mt.corpus` with the config schema's defaults (`mlmia.terms.schema.defaults`):
-    {documents: {subcorpus: n}, sentences_per_document}; a wrong key or value is a UserError."""
-    config = dict(config or {})
-    known = defaults("shadow_mt", "corpus")  # the subcorpora are the keys of its documents
+def parallel_settings(config: dict) -> dict:
+    """`shadow_mt.corpus` as validation resolved it ({documents: {subcorpus: n},
+    sentences_per_document}; a key missing is a KeyError), checked: a wrong key or value is a
+    UserError. The subcorpora in `SUBCORPORA`'s order, whatever the config's."""
+    config = dict(config)
+    known = ("documents", "sentences_per_document")
     unknown = sorted(set(config) - set(known))
     if unknown:
         raise UserError(f"shadow_mt.corpus: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
-    documents = {**known["documents"], **dict(config.get("documents") or {})}
-    bad = sorted(set(documents) - set(known["documents"]))
+    given = dict(config["documents"])
+    bad = sorted(set(given) - set(SUBCORPORA))
     if bad:
-        raise UserError(
-            f"shadow_mt.corpus.documents: unknown subcorpus {bad[0]!r} (known: {', '.join(known['documents'])})"
-        )
+        raise UserError(f"shadow_mt.corpus.documents: unknown subcorpus {bad[0]!r} (known: {', '.join(SUBCORPORA)})")
+    documents = {name: given[name] for name in SUBCORPORA}
     for name, n in documents.items():
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise UserError(f"shadow_mt.corpus.documents.{name}: must be a non-negative integer, got {n!r}")
-    per_document = config.get("sentences_per_document", known["sentences_per_document"])
+    per_document = config["sentences_per_document"]
     if not isinstance(per_document, int) or per_document < 1:
         raise UserError(f"shadow_mt.corpus.sentences_per_document: must be a positive integer, got {per_document!r}")
     return {"documents": documents, "sentences_per_document": per_document}
@@ -413,7 +414,7 @@ def news_starts(n_docs: int, per_document: int, sentences: list[str] | None = No
     return starts
 
 
-def subcorpus_documents(config: dict | None) -> dict[str, Documents]:
+def subcorpus_documents(config: dict) -> dict[str, Documents]:
     """{subcorpus: its size} of the parallel corpus `shadow_mt.corpus` settings build
     (`build_parallel_corpus`), from the settings alone; a pair whose source repeats another's
     is dropped, so a document may hold fewer pairs."""
@@ -442,7 +443,7 @@ def _news_rows(n_docs: int, per_document: int, seed: int) -> list[dict]:
     return rows
 
 
-def build_parallel_corpus(config: dict | None, seed: int) -> pd.DataFrame:
+def build_parallel_corpus(config: dict, seed: int) -> pd.DataFrame:
     """The parallel corpus (`PARALLEL_COLUMNS`) of `shadow_mt.corpus` settings and the world's seed."""
     cfg = parallel_settings(config)
     seed = int(seed)

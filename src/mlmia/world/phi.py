@@ -64,7 +64,6 @@ from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
 from mlmia.data.i2b2_phi import i2b2_labelled_sentences
 from mlmia.models.tokenizer import bert_normalizer
-from mlmia.terms.schema import defaults
 from mlmia.world.lexicon import lexicon
 from mlmia.world.patients import pick
 from mlmia.world.phi_entities import PHI_CLASSES, SLOT_CLASSES, SUBSTITUTABLE, assemble, make_phi_patient, phi_world
@@ -75,8 +74,7 @@ log = get_logger(__name__)
 NOTE_COLUMNS = ["sentence_id", "group_id", "register", "split", "words", "tags"]
 SLOT = "{slot}"
 
-#: the generated notes' settings: keys of the config's `dexposure:`, their defaults the config
-#: schema's (`phi_settings`)
+#: the generated notes' settings: keys of the config's `dexposure:` (`phi_settings`)
 NOTE_SETTINGS = (
     "seed",
     "patients",
@@ -122,12 +120,10 @@ def phrase_slot(phrase: str) -> tuple[list[str], int]:
 # the generator
 
 
-def phi_settings(config: Mapping | None) -> dict:
-    """The generator's settings (`NOTE_SETTINGS`) from the `dexposure:` config, checked; a key
-    left out is the config schema's default (`mlmia.terms.schema.defaults`)."""
-    config = dict(config or {})
-    known = defaults("dexposure")
-    out = {key: config.get(key, known[key]) for key in NOTE_SETTINGS}
+def phi_settings(config: Mapping) -> dict:
+    """The generator's settings (`NOTE_SETTINGS`) from the `dexposure:` config as validation
+    resolved it (a key missing is a KeyError), checked."""
+    out = {key: config[key] for key in NOTE_SETTINGS}
     for key in ("seed", "patients", "sentences_per_patient", "hospitals", "ambiguous", "occurrences"):
         value = out[key]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
@@ -143,7 +139,7 @@ def phi_settings(config: Mapping | None) -> dict:
     return out
 
 
-def generate_notes(config: Mapping | None = None) -> pd.DataFrame:
+def generate_notes(config: Mapping) -> pd.DataFrame:
     """PHI-labelled note sentences with gold BIO tags, deterministic in (seed, sizes).
 
     Returns a table with columns sentence_id, group_id (the patient), register (mimic|i2b2),

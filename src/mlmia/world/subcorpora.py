@@ -36,7 +36,7 @@ class Documents:
     exact: bool = True
 
 
-def register_documents(corpus: dict | None) -> dict[str, Documents | None]:
+def register_documents(corpus: dict) -> dict[str, Documents | None]:
     """{register: its size} of the world the `corpus:` settings build (`mlmia.world.corpus`);
     None for the Wikipedia register, whose size only reading gensim's dump would tell. A
     sentence that repeats another is dropped from the world, so a document may hold fewer

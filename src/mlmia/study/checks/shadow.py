@@ -6,7 +6,6 @@ unbuilt), and the translation models' settings."""
 from __future__ import annotations
 
 from mlmia.core.errors import UserError
-from mlmia.shadow.split import protocol_settings
 from mlmia.study.checks.refusal import has_world, refused, rekeyed
 
 #: the config key (and value) each register's size comes from, for the messages
@@ -23,7 +22,7 @@ def check_shadow(config: dict) -> None:
     from mlmia.world.subcorpora import register_documents
 
     documents = register_documents(config["corpus"])
-    settings = protocol_settings(config["shadow"], "shadow")
+    settings = config["shadow"]
     check_names(settings, documents, "shadow", "a register of the world", "registers")
     check_sizes(settings, documents, "shadow", "register", REGISTER_SIZES)
 
@@ -37,7 +36,7 @@ def check_shadow_mt(config: dict) -> None:
     from mlmia.shadow.sizes import check_names, check_sizes
     from mlmia.world.parallel import subcorpus_documents
 
-    settings = protocol_settings(config["shadow_mt"], "shadow_mt")
+    settings = config["shadow_mt"]
     bob = {**settings["model"], **settings["shadow_model"]}  # the shape Bob guesses
     for key, model in (("model", settings["model"]), ("shadow_model", bob)):
         try:

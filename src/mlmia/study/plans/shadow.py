@@ -41,10 +41,14 @@ class ShadowModels:
         Alice with the shape of the model `shadow.alice` names, Bob's shadows with the shape
         `shadow.bob` names (the shape Bob guesses), each shadow with its own seed."""
         from mlmia.shadow.split import shadow_model_settings
+        from mlmia.terms.schema import defaults
 
         who = name[len(SHADOW_PREFIX) :]
         shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
-        settings = shadow_model_settings(self.model_settings(shape), who)
+        given = self.model_settings(shape)
+        # a model entry leaves its seed to the library (x-fill-defaults): the schema's, resolved here
+        seed = given["seed"] if "seed" in given else defaults("models", "*")["seed"]
+        settings = shadow_model_settings(given, who, seed=seed)
         return {"text": self.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
 
     def shadow_mt_settings(self, name: str) -> dict:
@@ -54,9 +58,8 @@ class ShadowModels:
 
         spec = self.config["shadow_mt"]
         who = name.removeprefix(SHADOW_MT_PREFIX)
-        return shadow_model_settings(
-            spec["model"] if who == "alice" else {**spec["model"], **spec["shadow_model"]}, who
-        )
+        settings = spec["model"] if who == "alice" else {**spec["model"], **spec["shadow_model"]}
+        return shadow_model_settings(settings, who, seed=settings["seed"])
 
 
 def _models(config: dict, section: str) -> list[str]:
