@@ -22,6 +22,7 @@ from workflow_helpers import REPO, copy_workflow, paper_scores_root, run_snakema
 
 from mlmia.core.errors import UserError
 from mlmia.study.study import Study
+from mlmia.terms.schema import defaults
 
 DROP = object()
 #: a model given by a hub id (no file needed: the study only checks that it looks like one)
@@ -543,7 +544,7 @@ def test_a_users_file_is_named_by_file_and_key(case_id, elsewhere, capsys):
     elif case_id == "file-dataset-patient-in-two-sources":  # prepare_dataset reads the files before any model
         (elsewhere / "mimic.csv").write_text("patient_id,note_id,sentence,text\n110,1,0,seen in clinic\n")
         (elsewhere / "i2b2.csv").write_text("patient_id,note_id,sentence,text\n110,110-01,0,no distress\n")
-        spec = {"columns": {"group": 0, "text": 3},
+        spec = {**defaults("datasets", "*"), "columns": {"group": 0, "text": 3},  # the validated entry
                 "files": [{"path": "mimic.csv", "role": "member", "source": "mimic"},
                           {"path": "i2b2.csv", "role": "nonmember", "source": "i2b2"}]}  # fmt: skip
         line = fails_as_its_rule_runs_it(

@@ -8,11 +8,20 @@ import pytest
 from conftest import build_tiny_tokenizer
 
 from mlmia.core.errors import UserError
-from mlmia.data.datasets import DATASET_COLUMNS, assign_lengths, read_dataset
+from mlmia.data import datasets
+from mlmia.data.datasets import DATASET_COLUMNS, assign_lengths
 from mlmia.models.tokenizer import content_tokens
 from mlmia.terms.manifest import MANIFEST_COLUMNS
+from mlmia.terms.schema import defaults
 
 KEY = "datasets.mine"
+
+
+def read_dataset(spec, *args, **kwargs):
+    """`mlmia.data.datasets.read_dataset` of `spec` as validation resolves it: the schema's
+    defaults (`datasets.<name>`) written in where the test leaves a key out."""
+    return datasets.read_dataset({**defaults("datasets", "*"), **spec}, *args, **kwargs)
+
 
 # the paper's processed format: header, column 0 the patient id, column 3 the text
 PAPER_CSV = (
@@ -483,3 +492,14 @@ def test_a_duplicate_note_id_names_the_file_row(tmp_path):
     assert "row 2: sample id" in error(
         {**spec, "files": [{"path": "notes.csv", "role": "member", "source": "x"}]}, tmp_path
     )
+
+
+def test_validation_writes_every_default_of_a_dataset_entry(tmp_path):
+    # the entry is prepare_dataset's params, read with no fallback: a validated one is complete
+    from mlmia.terms.schema import schema_path, validate
+
+    entry = {"columns": {"text": "t", "group": "g"}, "files": [{"path": "a.csv", "role": "member", "source": "x"}]}
+    config = validate({"run": "x", "tables_spec": "t.yaml", "datasets": {"d": dict(entry)}}, schema_path("config"))
+    assert config["datasets"]["d"] == {**entry, **defaults("datasets", "*")}
+    with pytest.raises(KeyError):  # an entry that skipped validation is a caller's mistake
+        datasets.read_dataset(entry, tmp_path, KEY)

@@ -31,8 +31,8 @@ from mlmia.scoring.schedules import (
 )
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.study.study import Study
-from mlmia.training_job import train_model, training_settings
 from mlmia.terms.schema import defaults
+from mlmia.training_job import train_model, training_settings
 
 SAMA = {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5}
 
@@ -222,14 +222,17 @@ def test_elbo_ratios_are_midpoints_and_patterns_mask_exactly_round_t_T():
     with pytest.raises(UserError, match="scoring.elbo: unknown key"):
         check_schedule("elbo", {"ratio": 3})
     with pytest.raises(UserError, match="min_fraction <= max_fraction"):
-        check_schedule("progressive", {"min_fraction": 0.6})
+        check_schedule("progressive", {**defaults("scoring", "progressive"), "min_fraction": 0.6})
+    with pytest.raises(UserError, match="scoring.progressive: missing key"):  # a schedule is given whole
+        check_schedule("progressive", {"min_fraction": 0.05})
     with pytest.raises(UserError, match="takes no schedule"):
         check_schedule("masked", {"steps": 2})
 
 
 def test_only_the_new_kinds_carry_a_schedule_in_their_params():
     # a validated section: every key given (the schema's defaults filled in)
-    scoring = {**defaults("scoring"), "patterns": 4, "seed": 0, "progressive": {"steps": 3}}
+    scoring = {**defaults("scoring"), "patterns": 4, "seed": 0}
+    scoring["progressive"]["steps"] = 3
     # the other kinds' params are what they were before the schedules existed (nothing reruns)
     assert ScoringSettings.from_config(scoring, "normalized").as_params() == {
         "patterns": 1, "seed": 0, "reduction": "mean", "mask_count": "ceil", "precision": "auto", "batch_size": None,
@@ -239,6 +242,10 @@ def test_only_the_new_kinds_carry_a_schedule_in_their_params():
     progressive = ScoringSettings.from_config(scoring, "progressive")
     assert progressive.as_params()["schedule"] == {"steps": 3, "min_fraction": 0.05, "max_fraction": 0.5}
     assert progressive.score_arguments()["schedule"]["steps"] == 3 and progressive.patterns == 1
+    # the rule's params give the settings back whole (a kind without a schedule: None, passed as such)
+    assert ScoringSettings.from_params(progressive.as_params()) == progressive
+    normalized = ScoringSettings.from_config(scoring, "normalized")
+    assert ScoringSettings.from_params(normalized.as_params()).score_arguments()["schedule"] is None
     assert ScoringSettings.from_config(scoring, "elbo").schedule == {"ratios": 5, "patterns": 2}
 
 

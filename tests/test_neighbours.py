@@ -22,6 +22,17 @@ from mlmia.scoring.energy import score_samples
 from mlmia.scoring.neighbours import NEIGHBOUR_SEPARATOR, neighbour_samples
 from mlmia.study.study import Study
 from mlmia.terms.manifest import rows_read
+from mlmia.terms.schema import defaults
+
+#: the config's neighbour settings, which a job passes whole (`neighbours`: count is `n`)
+NEIGHBOURS = {("n" if key == "count" else key): value for key, value in defaults("neighbours").items()
+              if key in ("count", "seed", "candidates", "dropout")}  # fmt: skip
+
+
+def make_neighbours(model, tokenizer, samples, **given):
+    """`neighbour_samples` with the config's defaults for what a test does not set."""
+    return neighbour_samples(model, tokenizer, samples, **{**NEIGHBOURS, **given})
+
 
 LONG = " ".join(TINY_WORDS[:60])  # about 60 tokens: longer than the tiny models' 40 positions
 TEXTS = [
@@ -100,7 +111,7 @@ def test_each_neighbour_changes_exactly_one_token(which, request, one_torch_thre
     model, tokenizer = request.getfixturevalue(which)
     original = samples()
     n = 6
-    out = neighbour_samples(model, tokenizer, original, n=n, seed=0)
+    out = make_neighbours(model, tokenizer, original, n=n, seed=0)
     assert list(out.columns) == [*original.columns, "neighbour_of", "mask_id"] and len(out) == n * len(original)
     expected_ids = [f"note{i}{NEIGHBOUR_SEPARATOR}{j}" for i in range(len(original)) for j in range(n)]
     assert out.sample_id.tolist() == expected_ids
@@ -168,7 +179,7 @@ def test_neighbours_are_mattern_et_al_best_single_swaps(wordpiece, dropout, one_
     top, _ = mattern_swaps(model, tokenizer, text, "note0", seed=3, candidates=3, p=dropout)
     assert len(top) == 3 * n_tokens
     # n = every top-3 swap of every position: all positions, in the reference's order
-    out = neighbour_samples(model, tokenizer, table, n=3 * n_tokens, seed=3, candidates=3, dropout=dropout)
+    out = make_neighbours(model, tokenizer, table, n=3 * n_tokens, seed=3, candidates=3, dropout=dropout)
     assert [swap_of(tokenizer, text, t) for t in out.text] == top
     assert {k for k, _ in top} == set(range(n_tokens))
     if dropout:  # the dropout moves the ranking: without it the swaps are others
@@ -185,7 +196,7 @@ def test_other_architectures_read_the_text_through_their_embeddings(request, fix
     model, tokenizer = request.getfixturevalue(fixture)
     text = "patient admitted with chest pain and fever"
     top, _ = mattern_swaps(model, tokenizer, text, "note0", seed=0, candidates=2, p=0.0)
-    out = neighbour_samples(model, tokenizer, samples([text, "no cough"]), n=6, seed=0, candidates=2, dropout=0.0)
+    out = make_neighbours(model, tokenizer, samples([text, "no cough"]), n=6, seed=0, candidates=2, dropout=0.0)
     assert [swap_of(tokenizer, text, t) for t in out.text[:6]] == top[:6]
 
 
@@ -194,32 +205,32 @@ def test_a_short_text_takes_further_candidates_in_score_order(wordpiece, one_tor
     text = "chest pain"  # two tokens, two candidates each: four top swaps, then the rest of the vocabulary
     top, rest = mattern_swaps(model, tokenizer, text, "note0", seed=0, candidates=2, p=0.7)
     with caplog.at_level(logging.INFO, logger="mlmia"):
-        out = neighbour_samples(model, tokenizer, samples([text]), n=7, seed=0, candidates=2)
+        out = make_neighbours(model, tokenizer, samples([text]), n=7, seed=0, candidates=2)
     assert [swap_of(tokenizer, text, t) for t in out.text] == top + rest[:3]
     assert "1 samples past the top 2 candidates" in caplog.text
     with pytest.raises(UserError, match="only .* single-token swaps .* 1000 neighbours were asked for") as info:
-        neighbour_samples(model, tokenizer, samples([text]), n=1000, seed=0, candidates=2)
+        make_neighbours(model, tokenizer, samples([text]), n=1000, seed=0, candidates=2)
     assert "chest" not in str(info.value)
 
 
 def test_same_seed_same_neighbours_whatever_else_is_in_the_batch(wordpiece, one_torch_thread):
     model, tokenizer = wordpiece
-    first = neighbour_samples(model, tokenizer, samples(), n=4, seed=7)
-    pd.testing.assert_frame_equal(first, neighbour_samples(model, tokenizer, samples(), n=4, seed=7))
+    first = make_neighbours(model, tokenizer, samples(), n=4, seed=7)
+    pd.testing.assert_frame_equal(first, make_neighbours(model, tokenizer, samples(), n=4, seed=7))
     # one sample alone, one row per forward pass: its neighbours are the same
-    alone = neighbour_samples(model, tokenizer, samples().iloc[[2]], n=4, seed=7, batch_size=1)
+    alone = make_neighbours(model, tokenizer, samples().iloc[[2]], n=4, seed=7, batch_size=1)
     assert alone.text.tolist() == first.text[first.sample_id.str.startswith("note2~")].tolist()
     # more neighbours extend the list: the best swaps come first
-    more = neighbour_samples(model, tokenizer, samples().iloc[[0]], n=6, seed=7)
+    more = make_neighbours(model, tokenizer, samples().iloc[[0]], n=6, seed=7)
     assert more.text.tolist()[:4] == first.text[:4].tolist()
-    other = neighbour_samples(model, tokenizer, samples(), n=4, seed=8)
+    other = make_neighbours(model, tokenizer, samples(), n=4, seed=8)
     assert other.text.tolist() != first.text.tolist()
 
 
 def test_a_neighbour_is_scored_under_its_samples_masking_patterns(wordpiece, one_torch_thread):
     model, tokenizer = wordpiece
     original = samples(TEXTS[:3])
-    neighbours = neighbour_samples(model, tokenizer, original, n=3, seed=0)
+    neighbours = make_neighbours(model, tokenizer, original, n=3, seed=0)
     scored = score_samples(model, tokenizer, neighbours, patterns=4, seed=5)
     for row, score in zip(neighbours.itertuples(), scored.itertuples()):
         # the same text scored under its sample's id: the same patterns, the same numbers
@@ -313,7 +324,7 @@ def test_a_model_is_scored_on_the_rows_its_experiments_read(monkeypatch):
 def test_errors_are_one_line_and_no_text_is_logged(wordpiece, caplog):
     model, tokenizer = wordpiece
     with caplog.at_level(logging.DEBUG, logger="mlmia"):
-        neighbour_samples(model, tokenizer, samples(), n=2, seed=0)
+        make_neighbours(model, tokenizer, samples(), n=2, seed=0)
     assert "neighbours" in caplog.text
     assert not any(word in caplog.text for word in ("chest", "aspirin", "hypertension", "admitted"))
     for kwargs, match in (
@@ -324,12 +335,12 @@ def test_errors_are_one_line_and_no_text_is_logged(wordpiece, caplog):
         (dict(n=2, seed=0, dropout=-0.1), "dropout must be"),
     ):
         with pytest.raises(UserError, match=match) as info:
-            neighbour_samples(model, tokenizer, samples(), **kwargs)
+            make_neighbours(model, tokenizer, samples(), **kwargs)
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="lack column 'text'"):
-        neighbour_samples(model, tokenizer, samples().drop(columns="text"), n=2, seed=0)
+        make_neighbours(model, tokenizer, samples().drop(columns="text"), n=2, seed=0)
     with pytest.raises(UserError, match="duplicate sample_id 'note0'"):
-        neighbour_samples(model, tokenizer, pd.concat([samples(), samples()]), n=2, seed=0)
+        make_neighbours(model, tokenizer, pd.concat([samples(), samples()]), n=2, seed=0)
     with pytest.raises(UserError, match="no tokens to replace") as info:
-        neighbour_samples(model, tokenizer, samples(["chest pain", "   "]), n=2, seed=0)
+        make_neighbours(model, tokenizer, samples(["chest pain", "   "]), n=2, seed=0)
     assert "chest" not in str(info.value)

@@ -13,6 +13,7 @@ from mlmia.data.raw import (
     split_sentences,
     write_processed,
 )
+from mlmia.terms.schema import defaults
 
 # --------------------------------------------------------------------------------------------
 # sentence splitting
@@ -319,6 +320,7 @@ def test_write_processed_round_trip(tmp_path, mimic_files):
     )
     # the paper's processed format: read back with positions
     spec = {
+        **defaults("datasets", "*"),  # as validation resolves a config's entry
         "columns": {"group": 0, "text": 3},
         "files": [{"path": str(p), "role": role, "source": "mimic"} for p, role in zip(paths, ["member", "nonmember"])],
     }

@@ -202,8 +202,10 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
     # validation writes into a config that leaves those keys out (the schema's), nothing of its own
     import inspect
 
+    from mlmia.attacks.protocols import roc_points
+    from mlmia.attacks.table import build_attack_table
     from mlmia.models.tokenizer import train_tokenizer
-    from mlmia.scoring.energy import score_file, score_samples, score_samples_oracle
+    from mlmia.scoring.energy import ENERGY, SCORING, score_file, score_samples, score_samples_oracle
     from mlmia.scoring.neighbours import neighbour_samples
     from mlmia.scoring.settings import ScoringSettings
     from mlmia.terms.schema import schema_path, validate
@@ -225,9 +227,23 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
     assert given(score_file, device="device", precision="precision") == {
         "device": scoring["device"], "precision": scoring["precision"]
     }  # fmt: skip
-    assert ScoringSettings() == ScoringSettings.from_config(scoring)
-    neighbours = {k: config["neighbours"][k] for k in ("count", "seed", "candidates", "dropout")}
-    assert given(neighbour_samples, count="n", seed="seed", candidates="candidates", dropout="dropout") == neighbours
+    # a job's settings are all given (ScoringSettings has no default); the convenience layer's
+    # default schedules are the config's, and so are the attack table's and ROC's experiment defaults
+    assert SCORING == {k: scoring[k] for k in SCORING} and ENERGY == spec["experiments"]["e"]["energy"]
+    assert ScoringSettings.from_config(scoring).score_arguments() == {
+        **{k: scoring[k] for k in keys}, "precision": scoring["precision"], "batch_size": scoring["batch_size"],
+        "schedule": None,
+    }  # fmt: skip
+    experiment = spec["experiments"]["e"]
+    assert given(build_attack_table, length="length", energy="energy") == {
+        k: experiment[k] for k in ("length", "energy")
+    }
+    assert given(roc_points, level="level") == {"level": experiment["level"]}
+    # the neighbour texts' settings have no keyword default: the job passes the resolved section
+    empty = inspect.Parameter.empty
+    assert set(given(neighbour_samples, n="n", seed="seed", candidates="candidates", dropout="dropout").values()) == {
+        empty
+    }
     assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency",
                  min_patients="min_patients") == config["tokenizer"]  # fmt: skip
 

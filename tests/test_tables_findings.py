@@ -15,7 +15,16 @@ from mlmia.scoring.shards import shard_count, shard_slice
 from mlmia.terms.experiment import Experiment
 from mlmia.terms.schema import defaults
 
-EXP = {"e1": Experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
+
+def experiment(name, dataset, target, reference, nonmembers, population, **given):
+    """An Experiment whose other fields are the tables schema's defaults, as validation writes them."""
+    spec = {
+        k: v for k, v in defaults("experiments", "*", schema="tables").items() if k not in ("reference", "optional")
+    }
+    return Experiment(name, dataset, target, reference, nonmembers, population, **{**spec, **given})
+
+
+EXP = {"e1": experiment("e1", "d", "t", "r", "mimic", "i2b2", length="long")}
 
 
 def metrics_frame(rows, replicates=()):
@@ -88,7 +97,7 @@ def test_a_table_says_only_what_it_shows():
 def test_under_the_table_the_parameters_an_attack_tuned_and_the_population_it_compared_with():
     experiments = {
         "e1": EXP["e1"],
-        "e2": Experiment("e2", "d", "t", "r", "i2b2", "i2b2", length="long"),
+        "e2": experiment("e2", "d", "t", "r", "i2b2", "i2b2", length="long"),
     }
     # the metrics of each column: RMIA's AUC and the a it tuned (a row of metric "parameter")
     parameter = ("parameter", "rmia", None, NAN, NAN, "corrected", "sample", 1.0, NAN, NAN, True, None, None, "a")
@@ -105,7 +114,7 @@ def test_under_the_table_the_parameters_an_attack_tuned_and_the_population_it_co
     assert "a = 1.0 (tuned on the reference models)" in latex
     # a value per column where they differ; a column that tuned nothing is left out
     metrics["e2"].loc[metrics["e2"]["metric"] == "parameter", "value"] = 0.9
-    experiments["e1"] = Experiment("e1", "d", "t", "r", "mimic", "mimic", length="long")
+    experiments["e1"] = experiment("e1", "d", "t", "r", "mimic", "mimic", length="long")
     _, markdown, _ = render_table("z", spec, rows, experiments, metrics, {}, ["corrected"])
     assert "RMIA (offline): a (tuned on the reference models): 1.0 (MIMIC), 0.9 (i2b2)." in markdown
     assert "RMIA (offline): population samples from mimic (MIMIC), i2b2 (i2b2)." in markdown

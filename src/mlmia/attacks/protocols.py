@@ -42,7 +42,6 @@ from mlmia.metrics.classification import (
     roc,
 )
 from mlmia.metrics.intervals import percentile_interval
-from mlmia.terms.experiment import DEFAULTS as EXPERIMENT
 from mlmia.terms.manifest import ROLES
 from mlmia.terms.scores import PATTERN_SIZES, TOKEN_COLUMNS
 
@@ -407,7 +406,7 @@ def point_estimates(metrics: pd.DataFrame) -> pd.DataFrame:
 def roc_points(
     table: pd.DataFrame,
     attacks: list[str],
-    level: str = EXPERIMENT["level"],
+    level: str = "sample",  # a tables spec experiment's default (pinned by tests/test_study.py)
     max_points: int = 2000,
     attack_params: dict | None = None,
 ) -> pd.DataFrame:

@@ -13,6 +13,8 @@ error messages)::
     role_names: {train: member, heldout: nonmember}   # optional: the files' role labels -> ROLES
     group_ids: as_given     # or by_source: patients are `<source>:<group>`
 
+- The section is taken as validation resolved it: every key with a schema default (format,
+  header, rows, group_ids, shards) is given; one missing is a KeyError, a caller's mistake.
 - Paths are relative to `root` (else the section's own ``root`` key, else the working
   directory); the section may also hold ``tokenizer`` and ``shards``, read by the caller
   and ignored here. ``auto`` recognises
@@ -59,11 +61,8 @@ from mlmia.terms.manifest import (
     length_bucket,
     patient_in_two_roles,
 )
-from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
-#: what a dataset entry leaves out (format, header): the config schema's (`datasets.<name>`)
-DEFAULTS = defaults("datasets", "*")
 
 #: the columns `read_dataset` returns (the manifest without n_tokens)
 DATASET_COLUMNS = [c for c in MANIFEST_COLUMNS if c != "n_tokens"]
@@ -102,15 +101,15 @@ def _role_names(spec: dict) -> dict:
 
 def _check_spec(spec, key: str) -> None:
     _check_keys(spec, SPEC_KEYS + CALLER_KEYS, key)
-    fmt = spec.get("format", DEFAULTS["format"])
+    fmt = spec["format"]
     if fmt not in ("auto", *FORMATS):
         raise UserError(f"{key}.format: unknown format {fmt!r} (use one of auto, {', '.join(FORMATS)})")
-    if spec.get("group_ids", DEFAULTS["group_ids"]) not in GROUP_IDS:
+    if spec["group_ids"] not in GROUP_IDS:
         raise UserError(f"{key}.group_ids: must be one of {', '.join(GROUP_IDS)}, got {spec['group_ids']!r}")
-    rows = spec.get("rows", DEFAULTS["rows"])
+    rows = spec["rows"]
     if rows not in ROWS:
         raise UserError(f"{key}.rows: must be one of {', '.join(ROWS)}, got {rows!r}")
-    if not isinstance(spec.get("header", DEFAULTS["header"]), bool):
+    if not isinstance(spec["header"], bool):
         raise UserError(f"{key}.header: must be true or false, got {spec['header']!r}")
     columns = spec.get("columns")
     if columns is None:
@@ -262,7 +261,7 @@ def count_rows(spec: dict, root: str | Path | None = None) -> int | None:
     for path in dataset_paths(spec, root):
         if not path.is_file():
             return None
-        fmt = _file_format(path, spec.get("format", DEFAULTS["format"]), "datasets")
+        fmt = _file_format(path, spec["format"], "datasets")
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
@@ -272,7 +271,7 @@ def count_rows(spec: dict, root: str | Path | None = None) -> int | None:
                 with path.open(encoding="utf-8", errors="replace") as handle:
                     total += sum(1 for line in handle if line.strip())
             else:
-                header = 0 if spec.get("header", DEFAULTS["header"]) else None
+                header = 0 if spec["header"] else None
                 total += len(
                     pd.read_csv(path, sep="," if fmt == "csv" else "\t", header=header, usecols=[0], dtype=str)
                 )
@@ -285,8 +284,8 @@ def _read_one(entry: dict, i: int, spec: dict, path: Path, key: str) -> tuple[Pa
     where = f"{key}.files[{i}]"
     if not path.is_file():
         raise UserError(f"{path}: file not found ({where}.path)")
-    fmt = _file_format(path, spec.get("format", DEFAULTS["format"]), key)
-    header = bool(spec.get("header", DEFAULTS["header"])) if fmt in ("csv", "tsv") else True
+    fmt = _file_format(path, spec["format"], key)
+    header = bool(spec["header"]) if fmt in ("csv", "tsv") else True
     df = _read_file(path, fmt, header)
     columns = spec["columns"]
     role_names = _role_names(spec)
@@ -394,7 +393,7 @@ def read_dataset(spec: dict, root: str | Path | None = None, key: str = "dataset
                     f"(sample ids must be unique across the files of {key})"
                 )
             seen[sample_id] = (path, row)
-        if spec.get("rows", DEFAULTS["rows"]) == "notes":  # ids checked on the notes, whose rows the user sees
+        if spec["rows"] == "notes":  # ids checked on the notes, whose rows the user sees
             part = notes_to_sentences(part, path)
         if part.empty:
             raise UserError(f"{path}: no rows ({key}.files[{i}]): give it samples or leave it out of the list")
@@ -402,7 +401,7 @@ def read_dataset(spec: dict, root: str | Path | None = None, key: str = "dataset
             log.info("%s: %d rows (%s)", path, len(part), part.groupby(["role", "source"]).size().to_dict())
         parts.append(part)
     manifest = pd.concat(parts, ignore_index=True)
-    if spec.get("group_ids", DEFAULTS["group_ids"]) == "by_source":
+    if spec["group_ids"] == "by_source":
         manifest["group_id"] = manifest["source"].astype(str) + ":" + manifest["group_id"].astype(str)
     check_roles_disjoint(
         manifest, f"{key} ({', '.join(str(p) for p in dataset_paths(spec, root))})", _sources_hint(manifest, key)

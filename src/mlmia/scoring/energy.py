@@ -57,16 +57,29 @@ from mlmia.scoring.fast_path import run_fast, token_evidence
 from mlmia.scoring.masks import n_masked
 from mlmia.scoring.memory import batch_size_for_memory, sequence_bytes
 from mlmia.scoring.prepared import REDUCTIONS, check_params, prepare, score_frame
-from mlmia.terms.schema import defaults
+from mlmia.scoring.schedules import SCHEDULE_KEYS
 from mlmia.terms.scores import ENERGY_KINDS, SCORE_COLUMNS
 
 log = get_logger(__name__)
 
 THREADS_ENV = "MLMIA_NUM_THREADS"
-#: the keyword defaults of the functions below, the config schema's: its `scoring` section's, and
-#: a tables spec experiment's energy kind (written nowhere else)
-SCORING = defaults("scoring")
-ENERGY = defaults("experiments", "*", schema="tables")["energy"]
+#: the keyword defaults of the functions below, for a user or a test calling them directly: the
+#: config schema's `scoring` section's and a tables spec experiment's energy kind, written out so
+#: that no job reads the schema (tests/test_study.py pins them equal to it). A job passes every
+#: setting (`mlmia.scoring.settings.ScoringSettings.score_arguments`) and relies on none of these.
+SCORING = {
+    "patterns": 10,
+    "seed": 0,
+    "reduction": "mean",
+    "mask_count": "ceil",
+    "precision": "auto",
+    "batch_size": None,
+    "truncate": False,
+    "device": "auto",
+    "progressive": {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5},
+    "elbo": {"ratios": 5, "patterns": 2},
+}
+ENERGY = "masked"
 PROGRESS_SECONDS = 30.0
 
 
@@ -150,6 +163,14 @@ class ScoringStats:
         )
 
 
+def _schedule(energy: str, schedule: Mapping | None) -> Mapping | None:
+    """The schedule given, or (None) the default one of a progressive or ELBO energy: a schedule
+    given is taken whole (`mlmia.scoring.schedules.check_schedule`)."""
+    if schedule is None and energy in SCHEDULE_KEYS:
+        return dict(SCORING[energy])
+    return schedule
+
+
 # --------------------------------------------------------------------------- fast path
 
 
@@ -182,10 +203,11 @@ def score_samples(
     memory (`batch_size_for_memory`, logged). A batch that runs out of memory is halved
     and retried (logged). `device` None keeps the model where it is; otherwise the model
     is moved there. Throughput is logged at the end; `return_stats` also returns it as
-    (scores, ScoringStats). `schedule`: the settings of a progressive or ELBO energy
-    (`mlmia.scoring.schedules.SCHEDULES`; missing keys take their defaults).
+    (scores, ScoringStats). `schedule`: the settings of a progressive or ELBO energy, every key
+    (`mlmia.scoring.schedules.SCHEDULE_KEYS`; None: the config schema's default schedule).
     """
     t0 = time.perf_counter()
+    schedule = _schedule(energy, schedule)
     schedule = check_params(energy, patterns, seed, reduction, batch_size, mask_count, precision, schedule)
     if token_budget is not None and int(token_budget) < 1:
         raise UserError(f"the token budget must be >= 1, got {token_budget}")
@@ -223,6 +245,7 @@ def score_samples_oracle(
     schedule: Mapping | None = None,
 ) -> pd.DataFrame:
     """The deliberately simple reference: one sample, one pattern, one full forward at a time."""
+    schedule = _schedule(energy, schedule)
     schedule = check_params(energy, patterns, seed, reduction, None, mask_count, "fp32", schedule)
     model_name = model_name or _default_name(model)
     prep = prepare(model, tokenizer, samples, energy, patterns, seed, mask_count, truncate, schedule, reduction)
@@ -281,6 +304,7 @@ def score_file(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    schedule = _schedule(energy, schedule)
     schedule = check_params(energy, patterns, seed, reduction, batch_size, mask_count, precision, schedule)
     df = read_samples(samples)
     mdl, tok = load_mlm(model, device, tokenizer=tokenizer)

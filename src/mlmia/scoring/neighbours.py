@@ -77,7 +77,6 @@ from mlmia.models.loading import max_sequence_length, mlm_parts
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.masks import MASK_ID, mask_keys
 from mlmia.terms.manifest import NEIGHBOUR_OF
-from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 
@@ -85,9 +84,6 @@ log = get_logger(__name__)
 NEIGHBOUR_SEPARATOR = "~n"
 #: the 4th entry of a dropout mask's generator seed (apart from the masking patterns' stream)
 NEIGHBOUR_STREAM = 7
-#: neighbours per sample, candidates per position, embedding dropout and seed left out: the config
-#: schema's `neighbours` section (Mattern et al.'s count and dropout; one candidate, not their 5)
-DEFAULTS = defaults("neighbours")
 #: tokens (padded rows x length) per forward pass when no batch size is given
 DEFAULT_TOKEN_BUDGET = 4096
 #: the score's denominator where the original token's probability is 1 (their code's 1 - 0.9)
@@ -204,10 +200,11 @@ def neighbour_samples(
     model,
     tokenizer,
     samples: pd.DataFrame,
-    n: int = DEFAULTS["count"],
-    seed: int = DEFAULTS["seed"],
-    candidates: int = DEFAULTS["candidates"],
-    dropout: float = DEFAULTS["dropout"],
+    *,
+    n: int,
+    seed: int,
+    candidates: int,
+    dropout: float,
     batch_size: int | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> pd.DataFrame:

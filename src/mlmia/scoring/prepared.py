@@ -41,7 +41,7 @@ def check_params(
     precision: str,
     schedule: Mapping | None,
 ) -> dict | None:
-    """Check the scoring parameters; the energy kind's schedule with its defaults (or None)."""
+    """Check the scoring parameters; the energy kind's schedule, checked whole (or None)."""
     if mask_count not in MASK_COUNTS:
         raise UserError(f"unknown mask count {mask_count!r} (use one of {', '.join(MASK_COUNTS)})")
     if precision not in PRECISIONS:

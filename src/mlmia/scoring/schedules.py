@@ -35,31 +35,34 @@ import numpy as np
 from mlmia.core.errors import UserError
 from mlmia.core.keys import stable_key
 from mlmia.scoring.masks import mask_patterns, single_position_patterns
-from mlmia.terms.schema import defaults
 
-#: the schedules' settings and their defaults: the config schema's `scoring.progressive` (SAMA's
-#: config_all.yaml) and `scoring.elbo` (an ELBO as costly as K = 10)
-SCHEDULES: dict[str, dict[str, float]] = {kind: defaults("scoring", kind) for kind in ("progressive", "elbo")}
+#: the energy kinds with a schedule and its settings: the config's `scoring.progressive` and
+#: `scoring.elbo`, whose defaults validation writes (a schedule is always given whole)
+SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {
+    "progressive": ("steps", "min_fraction", "max_fraction"),
+    "elbo": ("ratios", "patterns"),
+}
 #: generator streams of the schedules: (seed, key, stream, ...) never meets masks' (seed, key, j < K)
 PROGRESSIVE_STREAM = 0x53414D41
 ELBO_STREAM = 0x454C424F
 
 
 def check_schedule(energy: str, schedule: Mapping | None) -> dict | None:
-    """The schedule of energy kind `energy` with its defaults filled in and checked (None for a
-    kind without one, which refuses a schedule); a wrong key or value is a UserError."""
-    if energy not in SCHEDULES:
+    """The schedule of energy kind `energy`, every key given, checked (None for a kind without
+    one, which refuses a schedule); an unknown key, a missing one or a wrong value is a UserError."""
+    if energy not in SCHEDULE_KEYS:
         if schedule:
-            raise UserError(f"energy {energy}: takes no schedule (only {', '.join(SCHEDULES)} do)")
+            raise UserError(f"energy {energy}: takes no schedule (only {', '.join(SCHEDULE_KEYS)} do)")
         return None
-    defaults = SCHEDULES[energy]
+    keys = SCHEDULE_KEYS[energy]
     given = dict(schedule or {})
-    unknown = sorted(set(given) - set(defaults))
+    unknown = sorted(set(given) - set(keys))
     if unknown:
-        raise UserError(
-            f"config key scoring.{energy}: unknown key(s) {', '.join(unknown)} (known: {', '.join(defaults)})"
-        )
-    out = {**defaults, **given}
+        raise UserError(f"config key scoring.{energy}: unknown key(s) {', '.join(unknown)} (known: {', '.join(keys)})")
+    missing = [key for key in keys if key not in given]
+    if missing:
+        raise UserError(f"config key scoring.{energy}: missing key(s) {', '.join(missing)}")
+    out = {key: given[key] for key in keys}
     for key in ("steps", "ratios", "patterns"):
         if key in out and not (isinstance(out[key], int | np.integer) and out[key] >= 1):
             raise UserError(f"config key scoring.{energy}.{key}: a positive integer is needed, got {out[key]!r}")

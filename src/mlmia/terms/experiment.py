@@ -5,14 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from mlmia.core.errors import UserError
-from mlmia.terms.schema import defaults
 from mlmia.terms.scores import ENERGY_KINDS as ENERGIES
 
 LEVELS = ("sample", "patient")
 #: the suffix of a sample table's neighbours (mlmia.scoring.neighbours): "clinical~neighbours"
 NEIGHBOUR_SET = "~neighbours"
-#: what an experiment leaves out: the tables schema's defaults (`experiments.<name>`)
-DEFAULTS = defaults("experiments", "*", schema="tables")
 
 
 @dataclass(frozen=True)
@@ -21,7 +18,8 @@ class Experiment:
     non-members of one source, thresholds from the population of another, on one length
     bucket (None: all), one energy kind, at sample or patient level. A spec may list
     population sources in order of preference; the study chooses one before it builds the
-    experiment (`mlmia.study.study.Study`), so `population` is always one source."""
+    experiment (`mlmia.study.study.Study`), so `population` is always one source. Every field is
+    given: a validated tables spec carries the schema's defaults (`experiments.<name>`)."""
 
     name: str
     dataset: str
@@ -29,13 +27,13 @@ class Experiment:
     reference: str | None
     nonmembers: str
     population: str
-    energy: str = DEFAULTS["energy"]
-    length: str | None = DEFAULTS["length"]
-    level: str = DEFAULTS["level"]
+    energy: str
+    length: str | None
+    level: str
     #: "pool": the configured reference pool (LiRA, RMIA); None: no reference models
-    references: str | None = DEFAULTS["references"]
+    references: str | None
     #: whether the attacks read the target's energies on each sample's neighbours
-    neighbours: bool = DEFAULTS["neighbours"]
+    neighbours: bool
 
     @classmethod
     def from_config(cls, name: str, spec: dict) -> Experiment:
@@ -43,10 +41,11 @@ class Experiment:
         unknown = set(spec) - known
         if unknown:
             raise UserError(f"experiment {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
-        missing = sorted({"dataset", "target", "nonmembers", "population"} - set(spec))
+        # a validated entry has every key (the schema's defaults written in)
+        missing = sorted(known - set(spec))
         if missing:
             raise UserError(f"experiment {name!r}: missing key(s) {', '.join(missing)}")
-        experiment = cls(name=name, **{"reference": DEFAULTS["reference"], **spec})
+        experiment = cls(name=name, **spec)
         if experiment.reference is not None and experiment.reference == experiment.target:
             raise UserError(
                 f"experiment {name!r}: target and reference are the same model {experiment.target!r} "
