@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from training_helpers import train_model, training_settings
 from workflow_helpers import REPO
 
 from mlmia.attacks import get_attack
@@ -31,7 +32,6 @@ from mlmia.scoring.schedules import (
 )
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.study.study import Study
-from mlmia.training_job import train_model, training_settings
 from mlmia.terms.schema import defaults
 
 SAMA = {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5}
@@ -342,14 +342,14 @@ def test_dp_with_the_masked_diffusion_objective_is_refused_in_one_line(tmp_path)
             call()
         assert "\n" not in str(info.value)
     check_dp_objective("bert_mlm")  # the default objective trains with DP as before
-    assert training_settings({"objective": "mdlm"})["objective"] == "mdlm"
+    assert training_settings({"objective": "mdlm"}).objective == "mdlm"
 
 
 def test_a_masked_diffusion_model_trains_and_loads_as_a_masked_lm(tmp_path):
     from mlmia.models.tokenizer import train_tokenizer
 
     texts = [f"patient {i} was given {i % 7} mg of drug {i % 5} daily" for i in range(40)]
-    train_tokenizer(texts, tmp_path / "tok", vocab_size=120, min_frequency=1)
+    train_tokenizer(texts, tmp_path / "tok", vocab_size=120, min_frequency=1, min_patients=None)
     config = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32, "epochs": 2,
               "batch_size": 8, "objective": "mdlm"}  # fmt: skip
     info = train_model(texts, tmp_path / "tok", tmp_path / "m", config=config, threads=1, device="cpu")

@@ -11,10 +11,10 @@ A key that was renamed (`RENAMED`) is refused before validation, naming the new 
 ("config key scoring.k: renamed to scoring.patterns").
 
 An object whose schema lists `x-fill-defaults` gets only those keys' defaults at validation;
-the library fills the others where it reads the settings. A model entry is one: its settings
-stay as the config gives them (a rule's params, what a reference copies from its shape), and a
-precision it leaves out follows `training.precision`. The `corpus` section is another: the
-world's rules pass it as their params.
+the library fills the others where it reads the settings. The `corpus` section is one: the
+world's rules pass it as their params. A model entry gets every default; a precision it leaves
+out has none in the schema and is written when the config is read (`mlmia.study.resolve`:
+`training.precision`'s, a DP model's fp32).
 """
 
 from __future__ import annotations
