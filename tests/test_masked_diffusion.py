@@ -378,7 +378,7 @@ def test_a_diffusion_target_reads_a_pool_trained_with_its_objective_on_the_same_
     assert s.experiment_models("dp_eps8_long_mimic")["references"] == own
     spec, base = s.training_spec("pool_ref_mdlm_2"), s.training_spec("pool_ref_2")
     assert spec["text"] == base["text"] == "results/ci/references/pool_ref_2.text.parquet"
-    assert spec["settings"] == {**base["settings"], "objective": "mdlm"} and "objective" not in base["settings"]
+    assert spec["settings"] == {**base["settings"], "objective": "mdlm"} and base["settings"]["objective"] == "bert_mlm"
     assert set(s.trained_models()) >= {"base_mdlm", "ref_domain_mdlm", *mdlm}
     assert s.score_inputs("zoo_mdlm_long_mimic")["target__progressive"] == ("clinical", "base_mdlm", "progressive")
     assert s.score_inputs("zoo_mdlm_long_mimic")["references.3__masked"] == ("clinical", "pool_ref_mdlm_3", "masked")
