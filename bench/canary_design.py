@@ -84,7 +84,7 @@ def simulated_audit(
     pooled = pooled_record(
         [simulated_record(facts["sigma"], facts["rate"], facts["steps"], count, rng) for _ in range(runs)]
     )
-    scores, included = canary_scores(pooled, score), pooled["included"]
+    scores, included = canary_scores(pooled, score=score), pooled["included"]
     found = one_run_canary_audit(scores, included, share, facts["delta"], beta)
     fit = fit_mechanism(pooled, "rdp", facts["delta"], beta)
     return found | gaussian_one_run(scores[included], scores[~included], facts["delta"], beta) | fit

@@ -39,8 +39,9 @@ from mlmia.attacks.base import get_attack
 from mlmia.models.loading import load_mlm
 from mlmia.report.markdown import markdown_table
 from mlmia.scoring.energy import score_samples
-from mlmia.training_job import train_model
+from mlmia.study.resolve import resolved_settings
 from mlmia.terms.manifest import taken
+from mlmia.training_job import train_model
 from mlmia.world.dp_corpus import dp_private_text
 
 
@@ -125,7 +126,7 @@ def main(argv=None) -> None:
                 public[init] = float(reference[init][nonmember].mean())
             out = args.work / f"{name}_p{patients}"
             cpu = time.process_time()
-            info = train_model(text["text"].tolist(), tokenizer_dir, out, config=recipe, init_dir=init,
+            info = train_model(text["text"].tolist(), tokenizer_dir, out, config=resolved_settings(recipe, "fp32"), init_dir=init,
                                threads=args.threads, device="cpu", groups=text["group_id"].tolist(), name=name)  # fmt: skip
             cpu = time.process_time() - cpu
             scores = energies(out, samples, args.threads)

@@ -38,11 +38,17 @@ from mlmia.models.batching import pad_rows
 from mlmia.models.loading import load_tokenizer
 from mlmia.models.objectives import make_objective
 from mlmia.models.optimizer import adamw_with_schedule
-from mlmia.models.settings import model_settings
+from mlmia.models.settings import TrainingSettings
 from mlmia.models.training import initial_model, masked_lm_loss
 from mlmia.report.markdown import markdown_table
+from mlmia.study.resolve import resolved_settings
 
 PATHS = ("plain", "per_sample", "plain, frozen", "ghost, frozen")
+
+
+def settings(given: dict) -> dict:
+    """A model's training settings: the config's defaults with `given` over them."""
+    return TrainingSettings.from_entry(resolved_settings(given, "fp32")).as_dict()
 
 
 def batch_of(text: Path, tokenizer, size: int, seed: int):
@@ -51,7 +57,7 @@ def batch_of(text: Path, tokenizer, size: int, seed: int):
     ids = tokenizer(lines.tolist(), truncation=True, max_length=72)["input_ids"]
     input_ids = pad_rows(ids, tokenizer.pad_token_id)
     special = torch.isin(input_ids, torch.tensor(sorted(set(tokenizer.all_special_ids))))
-    objective = make_objective(model_settings({}), tokenizer)
+    objective = make_objective(settings({}), tokenizer)
     batch = objective.mask(input_ids, special, torch.Generator().manual_seed(seed))
     attn = (input_ids != tokenizer.pad_token_id).long()
     pos = torch.arange(input_ids.shape[1]).unsqueeze(0).repeat(len(input_ids), 1)
@@ -62,7 +68,7 @@ def step_function(path: str, model_dir: Path, tokenizer, objective, batch, attn,
     """One training step of `path` as a closure (the model and optimizer built once)."""
     from opacus import PrivacyEngine
 
-    cfg = model_settings({"freeze": ["word_embeddings"] if "frozen" in path else []})
+    cfg = settings({"freeze": ["word_embeddings"] if "frozen" in path else []})
     model = initial_model(cfg, tokenizer, model_dir)
     model.train()
     optim, _ = adamw_with_schedule(model, lr=1e-4, weight_decay=0.01, warmup_ratio=0.0, total_steps=100)

@@ -129,13 +129,14 @@ def training_throughput(work: Path, tokenizer_dir: Path, precisions: list[str], 
     """Optimiser steps/s of `train_mlm` on the Base shape (batch 32 lines of 10-60 words), one
     row per precision, on the same texts and seed."""
     from mlmia.models.training import train_mlm
+    from mlmia.study.resolve import resolved_settings
 
     _, df = workload(2000, seed=2)
     rows = []
     for p in precisions:
         config = {"hidden_size": HIDDEN, "num_layers": LAYERS, "num_heads": 2, "intermediate_size": 4 * HIDDEN,
                   "epochs": 1, "batch_size": 32, "precision": p}  # fmt: skip
-        info = train_mlm(df.text.tolist(), tokenizer_dir, work / f"train_{p}", config=config,
+        info = train_mlm(df.text.tolist(), tokenizer_dir, work / f"train_{p}", config=resolved_settings(config, p),
                          threads=torch_threads(), device="cpu", max_steps=steps)  # fmt: skip
         rows.append({"precision": p, "steps": info["steps"], "steps_per_s": info["steps"] / info["train_seconds"],
                      "final_loss": info["final_loss"]})  # fmt: skip

@@ -30,6 +30,7 @@ from mlmia.defences.audit import one_run_canary_audit
 from mlmia.defences.token_canaries import canary_tokenizer, draw_token_canaries, token_scores, with_included_canaries
 from mlmia.models.loading import load_mlm, load_tokenizer
 from mlmia.report.markdown import markdown_table
+from mlmia.study.resolve import resolved_settings
 from mlmia.training_job import train_model
 from mlmia.world.dp_corpus import dp_private_text
 
@@ -63,7 +64,8 @@ def main(argv=None) -> None:
         text = with_included_canaries(private, canaries)
         out = args.work / f"repeat{repeat}_seed{args.seed}"
         cpu = time.process_time()
-        info = train_model(text["text"].tolist(), tokenizer_dir, out, config=recipe, init_dir=init, threads=args.threads,
+        info = train_model(text["text"].tolist(), tokenizer_dir, out, config=resolved_settings(recipe, "fp32"), init_dir=init,
+                           threads=args.threads,
                            device="cpu", groups=text["group_id"].tolist(), name=f"repeat{repeat}")  # fmt: skip
         cpu = time.process_time() - cpu
         model, tokenizer = load_mlm(out, device="cpu")

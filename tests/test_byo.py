@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 import yaml
 from faker.providers.lorem.en_US import Provider as LoremProvider
+from training_helpers import train_mlm
 from workflow_helpers import copy_workflow, run_snakemake
 
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.models.training import train_mlm
 
 # faker's English word list: real words, no structure between them in a record
 WORDS = sorted(set(LoremProvider.word_list))[:300]
@@ -79,7 +79,7 @@ def audit_run(tmp_path_factory):
         "".join(json.dumps({"user": f"h{i // 4}", "body": t}) + "\n" for i, t in enumerate(heldout))
     )
     pd.DataFrame({"user": [f"p{i // 4}" for i in range(100)], "body": public}).to_parquet(data / "public.parquet")
-    train_tokenizer(texts, root / "tok", vocab_size=400, min_frequency=1)
+    train_tokenizer(texts, root / "tok", vocab_size=400, min_frequency=1, min_patients=None)
     for name, corpus in (("target", members + heldin), ("control", control), ("reference", reference)):
         train_mlm(corpus, root / "tok", root / "models" / name, config=TINY, threads=1)
     config = {

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from scipy import stats
+from training_helpers import train_mlm
 from workflow_helpers import copy_workflow, edit_yaml, planned_jobs, run_snakemake, write_config
 
 from mlmia.attacks.protocols import MetricSettings
@@ -36,7 +37,6 @@ from mlmia.memorization.canary_membership import (
 )
 from mlmia.models.loading import load_mlm
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.models.training import train_mlm
 from mlmia.terms.schema import defaults
 
 TEMPLATE = "Patient MRN is {secret} ."
@@ -57,7 +57,7 @@ STYLE = {"context": "paper", "font_scale": 1.0, "width": 5.0, "height": 3.6, "dp
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("canary_tokenizer")
-    train_tokenizer(WORDS, directory, vocab_size=300, min_frequency=1)
+    train_tokenizer(WORDS, directory, vocab_size=300, min_frequency=1, min_patients=None)
     return directory
 
 

@@ -191,7 +191,7 @@ def test_the_mimic_population_changes_no_other_row_of_the_world_or_of_the_sample
     assert new["samples"]["text"].is_unique and not set(added["text"]) & set(new["domain"]["text"])
 
     texts = pd.concat([old[k]["text"] for k in ("target", "target_named", "domain", "general")])
-    tokenizer = train_tokenizer(texts, tmp_path / "tokenizer", vocab_size=1500, min_frequency=2)
+    tokenizer = train_tokenizer(texts, tmp_path / "tokenizer", vocab_size=1500, min_frequency=2, min_patients=None)
     old_counts = {**samples["counts"], "population": {"i2b2": samples["counts"]["population"]["i2b2"]}}
     before = select_samples(old["samples"], tokenizer, old_counts, samples["lengths"], samples["seed"])
     after = select_samples(new["samples"], tokenizer, samples["counts"], samples["lengths"], samples["seed"])
@@ -211,7 +211,7 @@ def test_min_patients_leaves_the_scored_samples_as_they_were(world, tmp_path):
     token counts the scoring tokenizer's."""
     corpora = [world[k] for k in ("target", "target_named", "domain", "general")]
     texts, groups = pd.concat([c["text"] for c in corpora]), pd.concat([c["group_id"] for c in corpora])
-    plain = train_tokenizer(texts, tmp_path / "plain", vocab_size=1500, min_frequency=2)
+    plain = train_tokenizer(texts, tmp_path / "plain", vocab_size=1500, min_frequency=2, min_patients=None)
     shared = train_tokenizer(texts, tmp_path / "shared", vocab_size=1500, min_frequency=2, groups=groups.tolist(),
                              min_patients=3)  # fmt: skip
     counts = {"member": {"mimic": 3}, "member_heldin": {"mimic": 1}, "nonmember": {"mimic": 2, "i2b2": 2},
@@ -244,10 +244,12 @@ def test_the_dp_private_text_adds_new_patients_and_never_a_world_sample(world):
     kept = dp_private_text(world["target"], planted, TINY, {"patients": 12})
     assert len(kept) == len(text) - 2 and not set(expected["text"].iloc[[3, 7]]) & set(kept["text"])
     assert (
-        dp_private_text(world["target"], world["samples"], TINY, {})["text"].tolist()
+        dp_private_text(world["target"], world["samples"], TINY, {"patients": 0})["text"].tolist()
         == world["target"]["text"].tolist()
     )
-    assert dp_corpus_settings(None) == {"patients": 0}  # by default the target's text alone
+    assert dp_corpus_settings({"patients": 0}) == {"patients": 0}  # the resolved section, checked
+    with pytest.raises(KeyError):  # resolved: every key given (mlmia.study.resolve)
+        dp_corpus_settings({})
     for bad in ({"patients": -1}, {"patients": True}):
         with pytest.raises(UserError, match=r"^dp_corpus\.patients: must be a non-negative integer"):
             dp_corpus_settings(bad)

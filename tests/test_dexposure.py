@@ -148,7 +148,11 @@ def tagger(tmp_path_factory, notes):
     from mlmia.models.tokenizer import train_tokenizer
 
     tokenizer = train_tokenizer(
-        [" ".join(w) for w in notes["words"]], tmp_path_factory.mktemp("tok"), vocab_size=400, min_frequency=2
+        [" ".join(w) for w in notes["words"]],
+        tmp_path_factory.mktemp("tok"),
+        vocab_size=400,
+        min_frequency=2,
+        min_patients=None,
     )
     tags = phi.tag_names(phi.PHI_CLASSES)
     model = dx.build_tagger(tokenizer, tags, TAGGER, 3)

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 from scipy import stats
+from training_helpers import DP_AUDIT, dp_entry, model_entry, train_mlm, train_model, training_settings
 from workflow_helpers import REPO, copy_workflow, planned_jobs, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
@@ -48,15 +49,15 @@ from mlmia.defences.workflow import audit_plan
 from mlmia.models.objectives import MaskedBatch
 from mlmia.models.objectives.bert_mlm import BertMLM
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.models.training import train_mlm
 from mlmia.study.study import Study
-from mlmia.training_job import train_model, training_settings
 
 TEXTS = [
     f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)
 ]
 TEXTS += [f"VS: T 98.{i % 10} BP 1{i % 9 + 1}0/80 HR {60 + i} RR 16 O2 sat 9{i % 10}% on RA." for i in range(30)]
 GROUPS = [f"p{i // 3}" for i in range(len(TEXTS))]  # 20 patients of 3 lines each
+#: the white-box audit's score of a config that leaves it out
+SCORE = DP_AUDIT["gradient_canaries"]["score"]
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "batch_size": 10, "lr": 3e-3,
         "epochs": 3, "warmup_ratio": 0.1, "seed": 0, "dropout": 0.0}  # fmt: skip
 
@@ -64,7 +65,7 @@ TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size":
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tok")
-    train_tokenizer(TEXTS, directory, vocab_size=200, min_frequency=1)
+    train_tokenizer(TEXTS, directory, vocab_size=200, min_frequency=1, min_patients=None)
     return directory
 
 
@@ -172,7 +173,7 @@ def test_per_sample_gradients_of_bert_with_tied_weights():
     labels[0, 4] = ids[0, 4]
     pos = torch.arange(7).unsqueeze(0).expand(3, 7)
     gsm = GradSampleModule(model, loss_reduction="mean")
-    bert = BertMLM(50, 4)
+    bert = BertMLM(50, 4, model_entry()["mlm_probability"])
     per_unit_loss(model, bert, MaskedBatch(ids, labels), attn, pos).mean().backward()
     samples = {name: p.grad_sample.clone() for name, p in model.named_parameters()}
     gsm.disable_hooks()
@@ -211,7 +212,7 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     labels = torch.full((4, 7), -100)
     labels[:, 2], labels[1, 5] = ids[:, 2], ids[1, 5]
     pos = torch.arange(7).unsqueeze(0).expand(4, 7).contiguous()
-    bert, clip = BertMLM(50, 4), 0.05
+    bert, clip = BertMLM(50, 4, model_entry()["mlm_probability"]), 0.05
     # by hand: each row's gradient alone, clipped to `clip`, summed
     plain = model()
     trained = [(n, p) for n, p in plain.named_parameters() if p.requires_grad]
@@ -228,7 +229,7 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     assert min(norms) > clip  # every row is clipped
     # Opacus' ghost clipping, no noise
     ghost = model()
-    assert clipping_mode(dp_settings({"epsilon": 1}), ghost) == "ghost"
+    assert clipping_mode(dp_settings(dp_entry({"epsilon": 1})), ghost) == "ghost"
     unregister_head_bias(ghost)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(4)), batch_size=4)
     sgd = torch.optim.SGD([p for p in ghost.parameters() if p.requires_grad], lr=0.0)
@@ -267,10 +268,10 @@ def test_ghost_clipping_sums_the_same_clipped_gradients_as_per_sample_clipping()
     # the tied word embeddings trained: ghost clipping refused, per-sample clipping chosen
     tied = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                       intermediate_size=32))  # fmt: skip
-    assert clipping_mode(dp_settings({"epsilon": 1}), tied) == "per_sample"
-    assert clipping_mode(dp_settings({"epsilon": 1, "unit": "patient"}), model()) == "per_sample"
+    assert clipping_mode(dp_settings(dp_entry({"epsilon": 1})), tied) == "per_sample"
+    assert clipping_mode(dp_settings(dp_entry({"epsilon": 1, "unit": "patient"})), model()) == "per_sample"
     with pytest.raises(UserError, match="needs the tied word embeddings frozen"):
-        clipping_mode(dp_settings({"epsilon": 1, "clipping": "ghost"}), tied)
+        clipping_mode(dp_settings(dp_entry({"epsilon": 1, "clipping": "ghost"})), tied)
 
 
 class RowWeighted(BertMLM):
@@ -302,7 +303,7 @@ def test_a_weighted_objective_runs_in_both_steps_as_they_are(tok_dir, tmp_path):
     from mlmia.models.training import masked_lm_loss
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
-    objective = RowWeighted(len(tok), tok.mask_token_id)
+    objective = RowWeighted(len(tok), tok.mask_token_id, model_entry()["mlm_probability"])
     enc = tok(TEXTS[:12], padding=True, return_tensors="pt")
     batch = objective.mask(enc["input_ids"], torch.isin(enc["input_ids"], torch.tensor(tok.all_special_ids)),
                            torch.Generator().manual_seed(0))  # fmt: skip
@@ -330,14 +331,14 @@ def test_pooling_rows_into_patients():
 
 
 def test_dp_settings_are_checked_in_one_line():
-    assert training_settings({"dp": {"epsilon": 4}})["dp"] == {
+    assert training_settings({"dp": {"epsilon": 4}}).dp == {
         "epsilon": 4, "delta": None, "max_grad_norm": 1.0, "accountant": "rdp", "unit": "sample", "fault": None,
         "canaries": None, "clipping": "auto",
     }  # fmt: skip
-    assert training_settings({"dp": {"epsilon": 4, "canaries": {"count": 9}}})["dp"]["canaries"] == {
+    assert training_settings({"dp": {"epsilon": 4, "canaries": {"count": 9}}}).dp["canaries"] == {
         "count": 9, "sentinels": 64, "norm": 10.0, "seed": 0
     }  # fmt: skip
-    assert training_settings({})["dp"] is None
+    assert training_settings({}).dp is None
     for bad, match in [({"epsilon": 0}, "dp.epsilon"), ({"eps": 1}, "unknown key"), ({"unit": "ward"}, "dp.unit"),
                        ({"max_grad_norm": -1}, "max_grad_norm"), ({"delta": 1.5}, "dp.delta"), (4, "mapping"),
                        ({"epsilon": 1, "fault": "late"}, "dp.fault"), ({"fault": "no_noise"}, "needs an epsilon"),
@@ -345,7 +346,7 @@ def test_dp_settings_are_checked_in_one_line():
                        ({"canaries": {"count": 9, "norm": 0}}, "dp.canaries.norm"), ({"clipping": "fast"}, "dp.clipping"),
                        ({"clipping": "ghost", "unit": "patient"}, "needs unit sample")]:  # fmt: skip
         with pytest.raises(UserError, match=match) as info:
-            dp_settings(bad)
+            dp_settings(dp_entry(bad))
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="pack: false"):
         train_model(TEXTS, "unused", "unused", config={**TINY, "pack": True, "dp": {"epsilon": 1}})
@@ -407,7 +408,7 @@ SETTINGS = {
     "bootstrap_seed": 2,
     "check_level": 1e-6,
     "canaries": {"guess_share": 0.2},
-    "gradient_canaries": {"guess_share": 0.2, "score": "likelihood_ratio"},
+    "gradient_canaries": {"guess_share": 0.2, "score": "likelihood_ratio", "runs": 1},
 }
 
 
@@ -548,7 +549,7 @@ def simulated_record(sigma=1.0, q=0.1, steps=20, units=300, count=500, sentinels
 
 
 def test_mechanism_checks_pass_a_correct_run_and_fail_each_fault():
-    checks = {row["check"]: row for row in mechanism_checks(simulated_record())}
+    checks = {row["check"]: row for row in mechanism_checks(simulated_record(), level=DP_AUDIT["check_level"])}
     assert checks["Poisson batch"]["passed"] and checks["noise"]["passed"]
     assert checks["noise"]["expected"] == 1.0 and abs(checks["noise"]["observed"] - 1) < 0.05
     assert checks["Poisson batch"]["expected"] == pytest.approx(30.0)
@@ -556,24 +557,28 @@ def test_mechanism_checks_pass_a_correct_run_and_fail_each_fault():
                             (simulated_record(noise=1.2, steps=200), "noise"),
                             (simulated_record(rate=1.0), "Poisson batch"),
                             (simulated_record(rate=0.12, steps=200), "Poisson batch")]:  # fmt: skip
-        found = {row["check"]: row["passed"] for row in mechanism_checks(record)}
+        found = {row["check"]: row["passed"] for row in mechanism_checks(record, level=DP_AUDIT["check_level"])}
         assert found == {"Poisson batch": failing != "Poisson batch", "noise": failing != "noise",
                          "noise by batch": True}, failing  # fmt: skip
     # a trainer dividing the noised sum by the sampled batch (fault sampled_batch_size): each step's
     # observations scaled by (expected batch) / (units drawn); the log-sd slope on log batch is -1
     for units, q, steps in [(411, 1 / 13, 26), (6446, 1 / 7, 35)]:  # the CI and default DP targets' shapes
         record = simulated_record(units=units, q=q, steps=steps)
-        assert {row["check"]: row["passed"] for row in mechanism_checks(record)}["noise by batch"]
+        assert {row["check"]: row["passed"] for row in mechanism_checks(record, level=DP_AUDIT["check_level"])}[
+            "noise by batch"
+        ]
         scale = units * q / np.maximum(record["data_batch"], 1)
         record["observed"] = (record["observed"] * scale[:, None]).astype(np.float32)
-        check = {row["check"]: row for row in mechanism_checks(record)}["noise by batch"]
+        check = {row["check"]: row for row in mechanism_checks(record, level=DP_AUDIT["check_level"])}["noise by batch"]
         assert not check["passed"] and abs(check["observed"] + 1) < 0.3, check
     # a correct mechanism trips it at about its level: 200 simulated runs at the 5% level (a binomial margin)
-    p_values = [{row["check"]: row["p_value"] for row in mechanism_checks(simulated_record(seed=s))}["noise by batch"]
+    p_values = [{row["check"]: row["p_value"] for row in mechanism_checks(simulated_record(seed=s), level=DP_AUDIT["check_level"])}["noise by batch"]
                 for s in range(200)]  # fmt: skip
     assert np.sum(np.array(p_values) < 0.05) <= int(stats.binom.ppf(0.999, 200, 0.05))
     # no noise claimed (the non-private loop): the sentinels must be exactly 0
-    assert all(row["passed"] for row in mechanism_checks(simulated_record(sigma=0.0, noise=0.0)))
+    assert all(
+        row["passed"] for row in mechanism_checks(simulated_record(sigma=0.0, noise=0.0), level=DP_AUDIT["check_level"])
+    )
 
 
 def test_white_box_audit_stays_below_the_accountant_and_catches_faults():
@@ -592,7 +597,7 @@ def test_white_box_audit_stays_below_the_accountant_and_catches_faults():
         bounds = []
         for seed in range(40):
             record = simulated_record(sigma=sigma, q=q, steps=steps, seed=seed)
-            found = one_run_canary_audit(canary_scores(record), record["included"], 0.4, delta)
+            found = one_run_canary_audit(canary_scores(record, score=SCORE), record["included"], 0.4, delta)
             bounds.append(found["epsilon_lb"])
         results[eps] = (claimed, np.array(bounds))
         assert np.sum(np.array(bounds) > claimed) <= int(stats.binom.ppf(0.999, 40, 0.05))
@@ -609,9 +614,9 @@ def test_white_box_audit_stays_below_the_accountant_and_catches_faults():
         assert any(f.startswith("the white-box one-run bound eps >= ") for f in audit["failures"]), fault
     # the summed alignment ranks the canaries too, with less power than the likelihood ratio
     record = simulated_record(sigma=0.6)
-    aligned = one_run_canary_audit(canary_scores(record, "alignment"), record["included"], 0.4, delta)
+    aligned = one_run_canary_audit(canary_scores(record, score="alignment"), record["included"], 0.4, delta)
     assert 0 < aligned["correct"] and aligned["correct"] <= one_run_canary_audit(
-        canary_scores(record), record["included"], 0.4, delta)["correct"] + 10  # fmt: skip
+        canary_scores(record, score=SCORE), record["included"], 0.4, delta)["correct"] + 10  # fmt: skip
 
 
 def canaries_config(eps, fault=None, count=500, clipping="per_sample"):
@@ -856,7 +861,7 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
                                                                          "seed": 0}  # fmt: skip
     assert ci.training_tokenizer("dp_eps8") == "results/ci/models/tokenizer_canaries"
     assert (
-        "dp" not in ci.training_spec("base")["settings"]
+        ci.training_spec("base")["settings"]["dp"] is None
         and ci.training_tokenizer("base") == "results/ci/models/tokenizer"
     )
     # the faults overlay adds one faulty target of each kind at a claimed epsilon of 1, audited but not attacked
@@ -1021,11 +1026,11 @@ def test_ghost_clipping_needs_the_tied_word_embeddings_frozen_by_any_part_that_f
     """check_dp_model (the trainer's and the config checks' rule): word_embeddings, embeddings and
     weights (every matrix, BitFit) each freeze BERT's word embeddings; nothing frozen does not."""
     from mlmia.defences.dp_settings import check_dp_model, dp_settings
-    from mlmia.models.settings import model_settings
+    from mlmia.models.settings import TrainingSettings
 
     def cfg(freeze):
-        out = model_settings({"freeze": freeze, "dp": {"epsilon": 8, "clipping": "ghost"}})
-        return {**out, "dp": dp_settings(out["dp"])}
+        out = TrainingSettings.from_entry(model_entry({"freeze": freeze, "dp": {"epsilon": 8, "clipping": "ghost"}}))
+        return {**out.as_dict(), "dp": dp_settings(out.dp)}
 
     for freeze in (["word_embeddings"], ["embeddings"], ["weights"]):
         check_dp_model(cfg(freeze))

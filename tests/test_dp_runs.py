@@ -12,6 +12,7 @@ import pytest
 import yaml
 from test_dp import GROUPS, TEXTS, TINY, tok_dir  # noqa: F401 (tok_dir: the tiny tokenizer fixture)
 from test_mechanism_fit import DEFAULT, record_of, sigma_for
+from training_helpers import model_entry, train_model
 from workflow_helpers import REPO, copy_workflow, run_snakemake, write_config
 
 from mlmia.core.errors import UserError
@@ -28,7 +29,6 @@ from mlmia.defences.report import (
 from mlmia.metrics.privacy_bounds import fdp_one_run_epsilon
 from mlmia.study.plans.dp import audit_run_settings
 from mlmia.study.study import Study
-from mlmia.training_job import train_model
 
 SETTINGS = {"confidence": 0.95, "check_level": 1e-6, "canaries": {"guess_share": 0.2, "count": 40},
             "gradient_canaries": {"count": 2000, "norm": 10.0, "guess_share": 0.03, "score": "likelihood_ratio",
@@ -86,9 +86,12 @@ def test_run_settings_offset_the_training_and_the_canary_seeds():
     assert audit_run_settings(settings, 1) is settings
     assert audit_run_settings(settings, 3) == {"seed": 5, "epochs": 2,
                                                "dp": {"epsilon": 8, "canaries": {"count": 500, "seed": 6}}}  # fmt: skip
-    # the model's and the canaries' seeds left to their defaults (0)
-    assert audit_run_settings({"dp": {"canaries": {"count": 10}}}, 2) == {
-        "seed": 1, "dp": {"canaries": {"count": 10, "seed": 1}}}  # fmt: skip
+    # the model's and the canaries' seeds left to their defaults (0), written in by validation
+    resolved = model_entry({"dp": {"canaries": {"count": 10}}})
+    run2 = audit_run_settings(resolved, 2)
+    assert (run2["seed"], run2["dp"]["canaries"]) == (1, {"count": 10, "sentinels": 64, "norm": 10.0, "seed": 1})
+    with pytest.raises(KeyError):  # settings not resolved: a programming error
+        audit_run_settings({"dp": {"canaries": {"count": 10}}}, 2)
 
 
 def dry_run_inputs(stdout: str, rule: str) -> dict[str, str]:
@@ -199,7 +202,7 @@ def test_two_tiny_runs_of_one_target_draw_their_own_canaries_and_pool(tok_dir, t
     config = {**TINY, "dp": {"epsilon": 8.0, "delta": 1e-3, "canaries": {"count": 100}, "clipping": "per_sample"}}
     infos = {}
     for run in (1, 2):
-        infos[run] = train_model(TEXTS, tok_dir, tmp_path / f"run{run}", config=audit_run_settings(config, run),
+        infos[run] = train_model(TEXTS, tok_dir, tmp_path / f"run{run}", config=audit_run_settings(model_entry(config), run),
                                  device="cpu", groups=GROUPS)  # fmt: skip
     records = [read_record(tmp_path / f"run{run}", infos[run]["dp"], f"run {run}") for run in (1, 2)]
     assert not np.array_equal(records[0]["included"], records[1]["included"])

@@ -77,7 +77,7 @@ def test_mu_lower_limit_is_the_noncentral_t_limit():
 
 def _default_run(rng, noise_scale=1.0, count=8000):
     record = simulated_record(SIGMA, Q, STEPS, count, rng, sentinels=64, noise_scale=noise_scale)
-    scores = canary_scores(record)
+    scores = canary_scores(record, score="likelihood_ratio")
     bits = record["included"]
     return record, gaussian_one_run(scores[bits], scores[~bits], DELTA, 0.05 / 3)
 
@@ -129,7 +129,9 @@ def test_a_faulty_mechanism_is_far_above_the_claim_and_fails_the_audit():
 def test_a_correct_mechanism_does_not_fail_on_the_gaussian_limit():
     rng = np.random.default_rng(9)
     record = simulated_record(SIGMA, Q, STEPS, 2000, rng, sentinels=64)
-    found = gaussian_audit(record, canary_scores(record), "likelihood_ratio", 8.02, DELTA, 0.05 / 3)
+    found = gaussian_audit(
+        record, canary_scores(record, score="likelihood_ratio"), "likelihood_ratio", 8.02, DELTA, 0.05 / 3
+    )
     assert not found["gauss_fails"] and found["gauss_sim_reps"] == 0 and found["gauss_null_scores"] == 64
     assert 0 <= found["gauss_same_p"] <= 1 and found["gauss_sd_ratio"] > 1  # included canaries spread more
 

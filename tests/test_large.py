@@ -14,6 +14,7 @@ import yaml
 from workflow_helpers import REPO
 
 from mlmia.models.tokenizer import train_tokenizer
+from mlmia.terms.schema import defaults
 from mlmia.world.corpus import build_world
 from mlmia.world.samples import select_samples
 
@@ -59,7 +60,7 @@ def test_the_large_world_gives_10000_long_non_members_of_1000_patients_per_sourc
     # the target's training text is the default world's, sentence for sentence
     assert world["target"].equals(build_world(load("config.yaml")["corpus"])["target"])
     texts = [t for name in ("target", "target_named", "domain", "general") for t in world[name]["text"]]
-    tokenizer = train_tokenizer(texts, tmp_path / "tokenizer", **large["tokenizer"])
+    tokenizer = train_tokenizer(texts, tmp_path / "tokenizer", **(defaults("tokenizer") | large["tokenizer"]))
     samples = large["samples"]
     chosen = select_samples(world["samples"], tokenizer, samples["counts"], samples["lengths"], samples["seed"])
     assert set(chosen["length"]) == {"long"}

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from training_helpers import train_model, training_settings
 from workflow_helpers import REPO
 
 from mlmia.attacks import get_attack
@@ -349,14 +350,14 @@ def test_dp_with_the_masked_diffusion_objective_is_refused_in_one_line(tmp_path)
             call()
         assert "\n" not in str(info.value)
     check_dp_objective("bert_mlm")  # the default objective trains with DP as before
-    assert training_settings({"objective": "mdlm"})["objective"] == "mdlm"
+    assert training_settings({"objective": "mdlm"}).objective == "mdlm"
 
 
 def test_a_masked_diffusion_model_trains_and_loads_as_a_masked_lm(tmp_path):
     from mlmia.models.tokenizer import train_tokenizer
 
     texts = [f"patient {i} was given {i % 7} mg of drug {i % 5} daily" for i in range(40)]
-    train_tokenizer(texts, tmp_path / "tok", vocab_size=120, min_frequency=1)
+    train_tokenizer(texts, tmp_path / "tok", vocab_size=120, min_frequency=1, min_patients=None)
     config = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32, "epochs": 2,
               "batch_size": 8, "objective": "mdlm"}  # fmt: skip
     info = train_model(texts, tmp_path / "tok", tmp_path / "m", config=config, threads=1, device="cpu")
@@ -385,7 +386,7 @@ def test_a_diffusion_target_reads_a_pool_trained_with_its_objective_on_the_same_
     assert s.experiment_models("dp_eps8_long_mimic")["references"] == own
     spec, base = s.training_spec("pool_ref_mdlm_2"), s.training_spec("pool_ref_2")
     assert spec["text"] == base["text"] == "results/ci/references/pool_ref_2.text.parquet"
-    assert spec["settings"] == {**base["settings"], "objective": "mdlm"} and "objective" not in base["settings"]
+    assert spec["settings"] == {**base["settings"], "objective": "mdlm"} and base["settings"]["objective"] == "bert_mlm"
     assert set(s.trained_models()) >= {"base_mdlm", "ref_domain_mdlm", *mdlm}
     assert s.score_inputs("zoo_mdlm_long_mimic")["target__progressive"] == ("clinical", "base_mdlm", "progressive")
     assert s.score_inputs("zoo_mdlm_long_mimic")["references.3__masked"] == ("clinical", "pool_ref_mdlm_3", "masked")

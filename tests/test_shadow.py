@@ -655,9 +655,10 @@ def test_the_protocols_default_settings():
 
 
 def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
+    from training_helpers import train_mlm
+
     from mlmia.models.loading import load_mlm
     from mlmia.models.tokenizer import train_tokenizer
-    from mlmia.models.training import train_mlm
 
     corpus = toy_corpus(n_groups=40, registers=("news", "wiki", "house", "tweets"))
     settings = resolved({"shared": ["news", "wiki"], "in_house": "house", "ood": ["tweets"], "probes": 10,
@@ -665,7 +666,7 @@ def test_end_to_end_tiny_models_produce_every_table(tmp_path, one_torch_thread):
                          "bootstrap": 60, "group_size": 3, "groups": 12, "bins": 10}, "shadow")  # fmt: skip
     split, pairs, texts = split_and_texts(corpus, settings)
     assert set(texts) == {"alice", "bob_0", "bob_1"}
-    train_tokenizer(corpus["text"], tmp_path / "tok", vocab_size=300, min_frequency=1)
+    train_tokenizer(corpus["text"], tmp_path / "tok", vocab_size=300, min_frequency=1, min_patients=None)
     features = {}
     for name, frame in texts.items():
         train_mlm(frame["text"], tmp_path / "tok", tmp_path / name, config=TINY, threads=1, device="cpu")

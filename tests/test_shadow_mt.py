@@ -19,6 +19,7 @@ import pytest
 import sacrebleu
 import torch
 from world_helpers import resolved
+from training_helpers import seq2seq_entry
 
 from mlmia.core.errors import UserError
 from mlmia.models.seq2seq import (
@@ -70,7 +71,9 @@ def corpus():
 @pytest.fixture(scope="module")
 def tokenizer_dir(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("mt_tokenizer")
-    train_tokenizer(pd.concat([corpus["text"], corpus["target"]]), out, vocab_size=900)
+    train_tokenizer(
+        pd.concat([corpus["text"], corpus["target"]]), out, vocab_size=900, min_frequency=2, min_patients=None
+    )
     return out
 
 
@@ -83,7 +86,15 @@ def planted(corpus, tokenizer_dir, tmp_path_factory):
     seen = set(docs[::2])
     trained, unseen = clinical[clinical["group_id"].isin(seen)], clinical[~clinical["group_id"].isin(seen)]
     out = tmp_path_factory.mktemp("mt_model") / "model"
-    info = train_translation_model(trained["text"], trained["target"], tokenizer_dir, out, {**TINY_MODEL, "epochs": 60})
+    info = train_translation_model(
+        trained["text"],
+        trained["target"],
+        tokenizer_dir,
+        out,
+        seq2seq_entry({**TINY_MODEL, "epochs": 60}),
+        threads=1,
+        device="cpu",
+    )
     model, tokenizer = load_translation_model(out, "cpu")
     return model, tokenizer, trained.reset_index(drop=True), unseen.reset_index(drop=True), info, out
 
@@ -213,13 +224,13 @@ def test_model_built_from_config_has_the_hand_counted_parameters():
     decoder_layer = attention + norm + attention + norm + ffn + norm
     # shared embeddings, learned positions (BART's offset of 2) and the embedding LayerNorm of each stack
     expected = v * d + 2 * (positions + 2) * d + 2 * norm + 2 * encoder_layer + 2 * decoder_layer
-    model = build_translation_model({}, _Vocabulary())
+    model = build_translation_model(seq2seq_entry(), _Vocabulary())
     assert sum(p.numel() for p in model.parameters()) == expected == 1_343_488
     assert model.config.forced_eos_token_id is None and model.config.decoder_start_token_id == 2
     with pytest.raises(UserError, match=r"^translation model config: unknown key\(s\) hidden \(known: d_model, "):
-        seq2seq_settings({"hidden": 3})
+        seq2seq_settings(seq2seq_entry({"hidden": 3}))
     with pytest.raises(UserError, match="not a multiple"):
-        seq2seq_settings({"d_model": 30, "attention_heads": 4})
+        seq2seq_settings(seq2seq_entry({"d_model": 30, "attention_heads": 4}))
 
 
 def test_training_reduces_the_loss_and_memorises_the_trained_pairs(planted):
@@ -239,7 +250,13 @@ def test_training_is_deterministic(corpus, tokenizer_dir, tmp_path):
     weights = []
     for run in ("a", "b"):
         train_translation_model(
-            pairs["text"], pairs["target"], tokenizer_dir, tmp_path / run, {**TINY_MODEL, "epochs": 2}
+            pairs["text"],
+            pairs["target"],
+            tokenizer_dir,
+            tmp_path / run,
+            seq2seq_entry({**TINY_MODEL, "epochs": 2}),
+            threads=1,
+            device="cpu",
         )
         model, _ = load_translation_model(tmp_path / run, "cpu")
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))

@@ -182,12 +182,11 @@ def test_the_library_reads_the_defaults_validation_fills():
     validate(config, schema_path("config"))
     for section in sections:
         assert list(config[section].items()) == list(defaults(section).items()), section
-    # x-fill-defaults: validation writes only these into a model entry and its dp setting; the
-    # trainer fills the rest (mlmia.models.settings.model_settings, mlmia.defences.dp_settings.dp_settings)
+    # a model entry and its dp setting get every default (precision none: it follows training.precision,
+    # resolved by mlmia.study.resolve)
     entry = config["models"]["m"]
-    assert set(entry) == {"dp", "freeze"} and "canaries" not in entry["dp"]
-    assert defaults("models", "*", "dp") == {**entry["dp"], "canaries": None}
-    assert {"freeze": []}.items() < defaults("models", "*").items()
+    assert entry == defaults("models", "*") | {"dp": defaults("models", "*", "dp")} and "precision" not in entry
+    assert entry["dp"]["canaries"] is None
     # a DP model's gradient canaries default to the audit's (the workflow passes those)
     canaries = defaults("models", "*", "dp", "canaries")
     assert canaries == {
@@ -244,8 +243,10 @@ def test_a_functions_defaults_are_what_a_config_that_leaves_the_keys_out_gets():
     assert set(given(neighbour_samples, n="n", seed="seed", candidates="candidates", dropout="dropout").values()) == {
         empty
     }
-    assert given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency",
-                 min_patients="min_patients") == config["tokenizer"]  # fmt: skip
+    # the tokenizer's settings have no defaults of their own: the rule passes the resolved section
+    assert set(given(train_tokenizer, vocab_size="vocab_size", min_frequency="min_frequency",
+                     min_patients="min_patients").values()) == {inspect.Parameter.empty}  # fmt: skip
+    assert set(config["tokenizer"]) == {"vocab_size", "min_frequency", "min_patients"}
 
 
 def test_validation_resolves_the_corpus_section():
@@ -494,28 +495,51 @@ def test_models_shards_and_training_text(in_repo, tmp_path):
 
 
 def test_training_precision_reaches_every_trained_model_but_dp(in_repo):
-    assert "precision" not in study().training_spec("base")["settings"]  # fp32: the params stay as they were
+    assert study().training_spec("base")["settings"]["precision"] == "fp32"
     config = load("config.yaml")
     config["training"] = {"precision": "bf16"}
     config["models"]["large"]["precision"] = "fp32"
     s = study(config)
     assert s.training_spec("base")["settings"]["precision"] == "bf16"
     assert s.training_spec("large")["settings"]["precision"] == "fp32"  # its own entry wins
-    assert "precision" not in s.training_spec("dp_eps8")["settings"]  # DP-SGD runs in fp32
-    assert "precision" not in s.models["base"]  # the config itself is left alone
+    assert s.training_spec("dp_eps8")["settings"]["precision"] == "fp32"  # DP-SGD runs in fp32
+    assert s.models["base"]["precision"] == "bf16"  # resolved in the config itself
+    assert s.training_spec("pool_ref_0")["settings"]["precision"] == "bf16"  # references.settings: resolved too
+
+
+def test_the_validated_config_is_resolved(in_repo):
+    # every model entry gets its precision, every DP model its dp.canaries: the DP audit's gradient canaries
+    from mlmia.models.settings import TrainingSettings
+    from mlmia.training_job import training_settings
+
+    s = study()
+    audit = s.config["dp_audit"]["gradient_canaries"]
+    assert s.dp_targets()
+    for name, entry in s.models.items():
+        assert entry["precision"] in ("fp32", "bf16"), name
+        if entry["dp"] is not None:
+            assert entry["dp"]["canaries"] == {key: audit[key] for key in ("count", "sentinels", "norm", "seed")}
+    for name in s.trained_models():  # complete: the trainer takes them as they are, with no fallback
+        settings = s.training_spec(name)["settings"]
+        assert isinstance(training_settings(settings), TrainingSettings), name
+    # a copy of a DP model's settings trains without the audit's canaries (they are the audited model's)
+    assert s.model_settings("dp_eps8")["dp"]["canaries"] is None
+    with pytest.raises(KeyError, match="seed"):  # a settings mapping missing a key: a programming error
+        training_settings({k: v for k, v in s.training_spec("base")["settings"].items() if k != "seed"})
 
 
 def test_the_schema_knows_every_model_key():
     # a model key says where the model comes from (the study keeps those out of a reference's
     # settings) or is a training setting, with its default: a key of neither kind would reach the
     # trainer, which refuses it, from a reference's shape
-    from mlmia.models.settings import model_settings
+    from mlmia.models.settings import TrainingSettings
     from mlmia.study.study import NOT_SETTINGS
 
     schema = yaml.safe_load((SCHEMAS / "config.schema.yaml").read_text())["properties"]
     entry = schema["models"]["additionalProperties"]["properties"]
-    assert {key for key, spec in entry.items() if "default" not in spec} == set(NOT_SETTINGS)
-    assert set(model_settings({})) == set(entry) - set(NOT_SETTINGS)
+    # precision: no default in the schema, it follows training.precision (mlmia.study.resolve)
+    assert {key for key, spec in entry.items() if "default" not in spec} == {*NOT_SETTINGS, "precision"}
+    assert set(TrainingSettings.keys()) == set(entry) - set(NOT_SETTINGS)
 
 
 def test_a_config_file_with_a_key_given_twice_is_refused(tmp_path):

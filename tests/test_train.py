@@ -10,11 +10,12 @@ from collections import Counter
 import pandas as pd
 import pytest
 import torch
+from training_helpers import model_entry
 
 from mlmia.core.errors import UserError
 from mlmia.models.objectives import MaskedBatch, make_objective, objective_names
 from mlmia.models.objectives.bert_mlm import BertMLM, mlm_mask
-from mlmia.models.settings import model_settings
+from mlmia.models.settings import TrainingSettings
 from mlmia.models.tokenizer import (
     SPECIAL_TOKENS,
     tokenizer_from_tables,
@@ -24,8 +25,8 @@ from mlmia.models.tokenizer import (
     wordpiece_vocab,
 )
 from mlmia.models.training import masked_lm_loss, train_mlm
-from mlmia.training_job import train_from_table
 from mlmia.terms.schema import defaults, schema_path, validate
+from mlmia.training_job import train_from_table
 
 TEXTS = (
     [f"Patient {i} was started on metoprolol {5 * (i % 7 + 1)} mg PO BID for atrial fibrillation." for i in range(30)]
@@ -33,6 +34,7 @@ TEXTS = (
     + ["Lungs: clear to auscultation bilaterally, no wheezes, rales, rhonchi."] * 10
 )
 
+MLM_PROBABILITY = defaults("models", "*")["mlm_probability"]
 TINY = {
     "hidden_size": 32,
     "num_layers": 1,
@@ -49,17 +51,22 @@ TINY = {
 }
 
 
+def checked(given: dict) -> dict:
+    """A model entry's settings as the trainer checks them (`TrainingSettings`), the rest the schema's defaults."""
+    return TrainingSettings.from_entry(model_entry(given)).as_dict()
+
+
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tok")
-    train_tokenizer(TEXTS, d, vocab_size=200, min_frequency=1)
+    train_tokenizer(TEXTS, d, vocab_size=200, min_frequency=1, min_patients=None)
     return d
 
 
 def _fixed_mask_loss(model, tokenizer, texts, seed=0):
     enc = tokenizer(texts, padding=True, return_tensors="pt")
     special = torch.isin(enc["input_ids"], torch.tensor(tokenizer.all_special_ids))
-    objective = BertMLM(len(tokenizer), tokenizer.mask_token_id)
+    objective = BertMLM(len(tokenizer), tokenizer.mask_token_id, MLM_PROBABILITY)
     batch = objective.mask(enc["input_ids"], special, torch.Generator().manual_seed(seed))
     with torch.no_grad():
         return float(masked_lm_loss(model, objective, batch, enc["attention_mask"]))
@@ -75,13 +82,13 @@ def test_tokenizer_is_bert_uncased(tok_dir):
     assert "vs" in toks and "bp" in toks  # lower-cased
     assert tok.mask_token == "[MASK]" and tok.pad_token_id is not None
     with pytest.raises(UserError):
-        train_tokenizer([], tok_dir / "empty")
+        train_tokenizer([], tok_dir / "empty", vocab_size=200, min_frequency=1, min_patients=None)
 
 
 def test_tokenizer_ids_are_canonical(tmp_path):
     texts = TEXTS + [f"{w} {w}ing {w}ed" for w in ["walk", "talk", "jump", "mark", "park", "bark"] * 5]
-    a = train_tokenizer(texts, tmp_path / "a", vocab_size=120, min_frequency=1).get_vocab()
-    b = train_tokenizer(texts, tmp_path / "b", vocab_size=120, min_frequency=1).get_vocab()
+    a = train_tokenizer(texts, tmp_path / "a", vocab_size=120, min_frequency=1, min_patients=None).get_vocab()
+    b = train_tokenizer(texts, tmp_path / "b", vocab_size=120, min_frequency=1, min_patients=None).get_vocab()
     for vocab in (a, b):
         order = sorted(vocab, key=vocab.get)
         assert order[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -125,7 +132,7 @@ _BUILD = """
 import sys
 from pathlib import Path
 from mlmia.models.tokenizer import tokenizer_from_tables
-tokenizer_from_tables([sys.argv[1]], sys.argv[2], vocab_size=int(sys.argv[3]), min_frequency=2)
+tokenizer_from_tables([sys.argv[1]], sys.argv[2], vocab_size=int(sys.argv[3]), min_frequency=2, min_patients=None)
 """
 
 
@@ -147,7 +154,7 @@ def test_vocabulary_is_the_same_in_every_process(tmp_path):
         )
         assert result.returncode == 0, result.stderr[-3000:]
         dirs.append(out)
-    here = tokenizer_from_tables([table], tmp_path / "here", vocab_size=300, min_frequency=2)
+    here = tokenizer_from_tables([table], tmp_path / "here", vocab_size=300, min_frequency=2, min_patients=None)
     assert len(here) == 300
     dirs.append(tmp_path / "here")
     # transformers 5 saves the vocabulary in tokenizer.json (no vocab.txt): every file must match
@@ -165,7 +172,7 @@ def test_vocabulary_properties():
     assert counts["zyxomab"] == 15 and counts["metoprolol"] >= 30 and counts["qat"] == 1
     # more occurrences of each pair in zyxomab than of any other pair
     counts["zyxomab"] = 1 + sum(c * len(w) for w, c in counts.items())
-    base = wordpiece_vocab(counts, vocab_size=1)  # below the base: specials and characters, all kept
+    base = wordpiece_vocab(counts, vocab_size=1, min_frequency=2)  # below the base: specials and characters, all kept
     chars = {c for w in counts for c in w}
     inner = {"##" + c for w in counts for c in w[1:]}
     assert base[:5] == SPECIAL_TOKENS and set(base) == set(SPECIAL_TOKENS) | chars | inner
@@ -257,7 +264,7 @@ def test_min_patients_keeps_words_many_patients_share(tmp_path):
         groups += [patient] * 2
     assert word_patients(texts, groups)["zorbaxil"] == 1 and word_patients(texts, groups)["quenby"] == 3
     assert word_patients(texts, groups)["the"] == 5
-    plain = train_tokenizer(texts, tmp_path / "plain", vocab_size=10**4, min_frequency=2)
+    plain = train_tokenizer(texts, tmp_path / "plain", vocab_size=10**4, min_frequency=2, min_patients=None)
     assert plain.tokenize("zorbaxil quenby") == ["zorbaxil", "quenby"]
     shared = train_tokenizer(texts, tmp_path / "shared", vocab_size=10**4, min_frequency=2, groups=groups,
                              min_patients=2)  # fmt: skip
@@ -278,7 +285,7 @@ def test_min_patients_keeps_words_many_patients_share(tmp_path):
     one = train_tokenizer(texts, tmp_path / "one", vocab_size=10**4, min_frequency=2, groups=groups, min_patients=1)
     assert one.get_vocab() == plain.get_vocab()
     with pytest.raises(UserError, match="min_patients needs the patient of every training text"):
-        train_tokenizer(texts, tmp_path / "none", min_patients=2)
+        train_tokenizer(texts, tmp_path / "none", vocab_size=10**4, min_frequency=2, min_patients=2)
 
 
 def test_min_patients_from_tables(tmp_path):
@@ -295,7 +302,7 @@ def test_min_patients_from_tables(tmp_path):
     assert "quenby" not in three.get_vocab() and "came" not in three.get_vocab()  # p1 twice is one patient
     pd.DataFrame({"text": ["quenby ."]}).to_parquet(tmp_path / "c.parquet")
     with pytest.raises(UserError, match="group_id"):
-        tokenizer_from_tables([tmp_path / "c.parquet"], None, min_patients=2)
+        tokenizer_from_tables([tmp_path / "c.parquet"], None, vocab_size=10**4, min_frequency=2, min_patients=2)
 
 
 def test_vocabulary_follows_the_tokenizers_trainer(tmp_path):
@@ -323,7 +330,7 @@ def test_vocabulary_follows_the_tokenizers_trainer(tmp_path):
     assert len(ours) == len(tok.get_vocab()) == 250
     assert len(ours ^ set(tok.get_vocab())) <= 0.2 * 250
     # and the saved tokenizer splits a frequent word into one token, an unseen one into pieces
-    fast = train_tokenizer(texts, tmp_path / "tok", vocab_size=250, min_frequency=2)
+    fast = train_tokenizer(texts, tmp_path / "tok", vocab_size=250, min_frequency=2, min_patients=None)
     assert fast.tokenize("Metoprolol") == ["metoprolol"]
     assert len(fast.tokenize("metoprololol")) > 1 and "[UNK]" not in fast.tokenize("metoprololol")
 
@@ -334,7 +341,7 @@ def test_mlm_mask_standard_rates():
     ids[:, 0] = 2
     ids[:, -1] = 3
     special = (ids == 2) | (ids == 3)
-    masked, labels = mlm_mask(ids, special, 100, 4, g)
+    masked, labels = mlm_mask(ids, special, 100, 4, g, MLM_PROBABILITY)
     chosen = labels != -100
     assert not chosen[special].any()
     assert 0.13 < chosen.float().mean() / (~special).float().mean() < 0.17
@@ -345,7 +352,7 @@ def test_mlm_mask_standard_rates():
     assert 0.08 < frac_kept < 0.14  # 10% kept + the random draws that hit the same token
     # every sequence gets at least one target, even a short one
     short = torch.tensor([[2, 7, 3]] * 50)
-    _, lab = mlm_mask(short, (short == 2) | (short == 3), 100, 4, g)
+    _, lab = mlm_mask(short, (short == 2) | (short == 3), 100, 4, g, MLM_PROBABILITY)
     assert ((lab != -100).sum(1) >= 1).all()
 
 
@@ -361,11 +368,16 @@ def test_masked_position_head_equals_full_logits_loss(tok_dir):
     ).eval()
     enc = tok(TEXTS[:20], padding=True, return_tensors="pt")
     special = torch.isin(enc["input_ids"], torch.tensor(tok.all_special_ids))
-    ids, labels = mlm_mask(enc["input_ids"], special, len(tok), tok.mask_token_id, torch.Generator().manual_seed(1))
+    ids, labels = mlm_mask(
+        enc["input_ids"], special, len(tok), tok.mask_token_id, torch.Generator().manual_seed(1), MLM_PROBABILITY
+    )
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=enc["attention_mask"], labels=labels).loss
         fast = masked_lm_loss(
-            model, BertMLM(len(tok), tok.mask_token_id), MaskedBatch(ids, labels), enc["attention_mask"]
+            model,
+            BertMLM(len(tok), tok.mask_token_id, MLM_PROBABILITY),
+            MaskedBatch(ids, labels),
+            enc["attention_mask"],
         )
     assert abs(float(full) - float(fast)) < 1e-5
 
@@ -374,7 +386,7 @@ def test_tiny_training_lowers_loss_and_saves_a_loadable_model(tok_dir, tmp_path)
     from transformers import AutoTokenizer, BertForMaskedLM
 
     out = tmp_path / "m"
-    info = train_mlm(TEXTS, tok_dir, out, config=TINY, threads=1, device="cpu", log_every=5)
+    info = train_mlm(TEXTS, tok_dir, out, config=model_entry(TINY), threads=1, device="cpu", log_every=5)
     assert info["steps"] == 12 * 5
     log = pd.read_csv(out / "train_log.csv")
     assert list(log.columns) == ["epoch", "step", "loss", "lr", "seconds"]
@@ -406,10 +418,10 @@ def test_one_batch_builder_for_the_plain_and_the_dp_step(tok_dir):
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
     rows = [np.asarray(ids, dtype=np.int64) for ids in tok(TEXTS[:6])["input_ids"]]
-    objective = make_objective(model_settings({}), tok)
+    objective = make_objective(checked({}), tok)
 
     def built(row_positions, **settings):
-        cfg = model_settings({"crop_prob": 0.0, **settings})
+        cfg = checked({"crop_prob": 0.0, **settings})
         build = BatchBuilder(objective, tok, cfg, np.random.default_rng(0), torch.Generator().manual_seed(1),
                              row_positions)  # fmt: skip
         return build(rows)
@@ -439,7 +451,7 @@ def test_packed_training_covers_every_line_and_learns(tok_dir, tmp_path):
         TEXTS * 3,
         tok_dir,
         tmp_path / "p",
-        config={**TINY, "pack": True, "block_size": 32, "batch_size": 4, "epochs": 6},
+        config=model_entry({**TINY, "pack": True, "block_size": 32, "batch_size": 4, "epochs": 6}),
         threads=1,
         device="cpu",
         log_every=5,
@@ -454,14 +466,16 @@ def test_continue_from_a_saved_model(tok_dir, tmp_path):
     base = tmp_path / "base"
     texts = pd.DataFrame({"text": TEXTS})
     texts.to_parquet(tmp_path / "t.parquet")
-    train_from_table(tmp_path / "t.parquet", tok_dir, base, config={**TINY, "epochs": 2}, threads=1, device="cpu")
+    train_from_table(
+        tmp_path / "t.parquet", tok_dir, base, config=model_entry({**TINY, "epochs": 2}), threads=1, device="cpu"
+    )
     plus = tmp_path / "plus"
     # the size keys of the config are ignored when continuing: the saved model's sizes win
     info = train_from_table(
         tmp_path / "t.parquet",
         tok_dir,
         plus,
-        config={**TINY, "epochs": 2, "hidden_size": 64},
+        config=model_entry({**TINY, "epochs": 2, "hidden_size": 64}),
         init_dir=base,
         threads=1,
         device="cpu",
@@ -472,9 +486,17 @@ def test_continue_from_a_saved_model(tok_dir, tmp_path):
     assert a.config.hidden_size == b.config.hidden_size == 32
     assert not torch.equal(a.bert.embeddings.word_embeddings.weight, b.bert.embeddings.word_embeddings.weight)
     with pytest.raises(UserError):
-        train_mlm(TEXTS, tok_dir, tmp_path / "x", config=TINY, init_dir=tmp_path / "missing")
+        train_mlm(
+            TEXTS,
+            tok_dir,
+            tmp_path / "x",
+            config=model_entry(TINY),
+            init_dir=tmp_path / "missing",
+            threads=1,
+            device="cpu",
+        )
     # freeze: the word embeddings (and, tied to them, the output projection) stay as they start, the rest trains
-    frozen = train_mlm(TEXTS, tok_dir, tmp_path / "frozen", config={**TINY, "epochs": 1, "freeze": ["word_embeddings"]},
+    frozen = train_mlm(TEXTS, tok_dir, tmp_path / "frozen", config=model_entry({**TINY, "epochs": 1, "freeze": ["word_embeddings"]}),
                        init_dir=base, threads=1, device="cpu")  # fmt: skip
     c = BertForMaskedLM.from_pretrained(str(tmp_path / "frozen"))
     assert torch.equal(a.bert.embeddings.word_embeddings.weight, c.bert.embeddings.word_embeddings.weight)
@@ -489,8 +511,8 @@ def test_bf16_training_learns_as_fp32_does_and_is_refused_with_dp(tok_dir, tmp_p
     """bf16 (autocast) is an option: it still learns, its weights stay fp32, and the loss curve
     stays near fp32's on the same seed (both compute the same loss; bf16 rounds the matmuls)."""
     cfg = {**TINY, "epochs": 3}
-    fp32 = train_mlm(TEXTS, tok_dir, tmp_path / "fp32", config=cfg, threads=1, device="cpu", log_every=5)
-    bf16 = train_mlm(TEXTS, tok_dir, tmp_path / "bf16", config={**cfg, "precision": "bf16"}, threads=1, device="cpu",
+    fp32 = train_mlm(TEXTS, tok_dir, tmp_path / "fp32", config=model_entry(cfg), threads=1, device="cpu", log_every=5)
+    bf16 = train_mlm(TEXTS, tok_dir, tmp_path / "bf16", config=model_entry({**cfg, "precision": "bf16"}), threads=1, device="cpu",
                      log_every=5)  # fmt: skip
     a = pd.read_csv(tmp_path / "fp32" / "train_log.csv")["loss"]
     b = pd.read_csv(tmp_path / "bf16" / "train_log.csv")["loss"]
@@ -502,58 +524,65 @@ def test_bf16_training_learns_as_fp32_does_and_is_refused_with_dp(tok_dir, tmp_p
         torch.float32
     )
     with pytest.raises(UserError, match="precision bf16 is not offered with dp"):
-        model_settings({"precision": "bf16", "dp": {"epsilon": 8}})
+        checked({"precision": "bf16", "dp": {"epsilon": 8}})
     with pytest.raises(UserError, match="precision must be fp32 or bf16"):
-        model_settings({"precision": "fp16"})
+        checked({"precision": "fp16"})
 
 
-def test_every_setting_the_trainers_read_has_a_schema_default():
-    # a setting read without a default would fail (KeyError) for a model entry that leaves it out
+def test_every_setting_the_trainers_read_is_a_training_setting():
+    # the trainers read only the settings a resolved model entry has (`TrainingSettings`, `DP_KEYS`)
     import inspect
     import re
 
     from mlmia import training_job
     from mlmia.defences import clipping, dp_sgd
+    from mlmia.defences.dp_settings import DP_KEYS
     from mlmia.models import training
 
     read = set()
     for module in (training, dp_sgd, training_job):
         read |= set(re.findall(r'\bcfg(?:\[|\.get\()"(\w+)"', inspect.getsource(module)))
-    assert {"hidden_size", "epochs", "lr", "freeze", "dp"} <= read <= set(defaults("models", "*"))
+    assert {"hidden_size", "epochs", "lr", "freeze", "dp"} <= read <= set(TrainingSettings.keys())
     dp_read = set()
     for module in (dp_sgd, clipping):
         dp_read |= set(re.findall(r'\bdp(?:\[|\.get\()"(\w+)"', inspect.getsource(module)))
-    assert {"epsilon", "unit", "clipping"} <= dp_read <= set(defaults("models", "*", "dp"))
+    assert {"epsilon", "unit", "clipping"} <= dp_read <= set(DP_KEYS)
 
 
 def test_training_is_seeded(tok_dir, tmp_path):
     cfg = {**TINY, "epochs": 1}
-    a = train_mlm(TEXTS, tok_dir, tmp_path / "a", config=cfg, threads=1, device="cpu")
-    b = train_mlm(TEXTS, tok_dir, tmp_path / "b", config=cfg, threads=1, device="cpu")
+    a = train_mlm(TEXTS, tok_dir, tmp_path / "a", config=model_entry(cfg), threads=1, device="cpu")
+    b = train_mlm(TEXTS, tok_dir, tmp_path / "b", config=model_entry(cfg), threads=1, device="cpu")
     assert a["final_loss"] == b["final_loss"]
 
 
 def test_settings_are_validated(tmp_path):
-    assert model_settings({})["hidden_size"] == 128
+    assert checked({})["hidden_size"] == 128
     # the config schema's defaults, for a model entry that sets nothing: BERT's 15% masking, no
-    # DP-SGD unless asked for, nothing frozen; validation writes only freeze's into an entry
-    assert model_settings({}) == defaults("models", "*")
-    assert {k: model_settings({})[k] for k in ("mlm_probability", "dp", "freeze")} == {
+    # DP-SGD unless asked for, nothing frozen; validation writes every one into an entry (precision:
+    # training.precision's, written when the study reads the config)
+    assert checked({}) == defaults("models", "*") | {"precision": "fp32"}
+    assert {k: checked({})[k] for k in ("mlm_probability", "dp", "freeze")} == {
         "mlm_probability": 0.15, "dp": None, "freeze": []}  # fmt: skip
     entry = {"corpus": "target", "epochs": 2}
     validate({"run": "x", "tables_spec": "unused.yaml", "models": {"m": entry}}, schema_path("config"))
-    assert entry == {"corpus": "target", "epochs": 2, "freeze": []}
+    assert entry == defaults("models", "*") | {"corpus": "target", "epochs": 2}
+    # the trainer fills nothing in: a settings mapping that lacks a key is a programming error
+    with pytest.raises(KeyError, match="precision"):
+        TrainingSettings.from_entry(entry)
     with pytest.raises(UserError, match="unknown"):
-        model_settings({"layers": 3})
+        checked({"layers": 3})
     with pytest.raises(UserError, match="multiple"):
-        model_settings({"hidden_size": 30, "num_heads": 4})
-    assert model_settings({})["objective"] == "bert_mlm" and objective_names() == ["bert_mlm", "mdlm"]
+        checked({"hidden_size": 30, "num_heads": 4})
+    assert checked({})["objective"] == "bert_mlm" and objective_names() == ["bert_mlm", "mdlm"]
     with pytest.raises(UserError, match="objective must be one of bert_mlm, mdlm"):
-        model_settings({"objective": "diffusion"})
+        checked({"objective": "diffusion"})
     pd.DataFrame({"text": TEXTS}).to_parquet(tmp_path / "a.parquet")
-    tok = tokenizer_from_tables([tmp_path / "a.parquet"], tmp_path / "tok", vocab_size=150, min_frequency=1)
+    tok = tokenizer_from_tables(
+        [tmp_path / "a.parquet"], tmp_path / "tok", vocab_size=150, min_frequency=1, min_patients=None
+    )
     assert len(tok) <= 150
-    objective = make_objective(model_settings({"mlm_probability": 0.2}), tok)  # the config's, built for the tokenizer
+    objective = make_objective(checked({"mlm_probability": 0.2}), tok)  # the config's, built for the tokenizer
     assert isinstance(objective, BertMLM) and objective.mlm_probability == 0.2
     assert (objective.vocab_size, objective.mask_token_id) == (len(tok), tok.mask_token_id)
 

@@ -6,74 +6,51 @@ where the job starts, so that the models know nothing of the defence built on th
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mlmia.core.io import read_table, require_columns
 from mlmia.defences.dp_settings import dp_settings
 from mlmia.defences.dp_sgd import DpSgdStep
 from mlmia.models.objectives import check_dp_objective
-from mlmia.models.settings import model_settings
+from mlmia.models.settings import TrainingSettings
 from mlmia.models.training import train_mlm
 
 
-def training_settings(config: dict | None) -> dict:
-    """A model's settings with the defaults filled in (`model_settings`), its `dp` setting too
-    (`dp_settings`); a wrong key or value is a UserError, as is dp with an objective DP-SGD does
-    not take (`check_dp_objective`)."""
-    cfg = model_settings(config)
-    if cfg["dp"] is not None:
-        check_dp_objective(cfg["objective"])
-        cfg["dp"] = dp_settings(cfg["dp"])
+def training_settings(entry: Mapping) -> TrainingSettings:
+    """A model's settings (a resolved `models:` entry, as the training rule passes it:
+    `TrainingSettings`), its `dp` setting checked too (`dp_settings`), once; a wrong key or value
+    is a UserError, as is dp with an objective DP-SGD does not take (`check_dp_objective`)."""
+    cfg = TrainingSettings.from_entry(entry)
+    if cfg.dp is not None:
+        check_dp_objective(cfg.objective)
+        cfg = dataclasses.replace(cfg, dp=dp_settings(cfg.dp))
     return cfg
 
 
 def train_model(
-    texts: Sequence[str],
-    tokenizer_dir: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    config: dict | None = None,
-    init_dir: str | os.PathLike | None = None,
-    threads: int | None = None,
-    device: str | None = None,
-    max_steps: int | None = None,
-    log_every: int = 20,
-    name: str | None = None,
-    save_epochs: Sequence[int] = (),
-    groups: Sequence | None = None,
+    texts: Sequence[str], tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, config: Mapping, **kwargs
 ) -> dict:
-    """Train the model `config` describes on `texts` into `out_dir`: `train_mlm` (arguments as
-    there), with DP-SGD's step (`DpSgdStep`) when the config has a `dp` setting; `groups`: each
-    text's patient (`group_id`), which DP-SGD needs for its patient-level guarantee or its patient
-    units. Returns the run's summary (train_info.json)."""
+    """Train the model `config` (a resolved model entry, `training_settings`) describes on `texts`
+    into `out_dir`: `train_mlm` (the other arguments, `kwargs`, as there), with DP-SGD's step
+    (`DpSgdStep`) when the config has a `dp` setting; `groups`: each text's patient (`group_id`),
+    which DP-SGD needs for its patient-level guarantee or its patient units. Returns the run's
+    summary (train_info.json)."""
     cfg = training_settings(config)
-    return train_mlm(texts, tokenizer_dir, out_dir, config=cfg, init_dir=init_dir, threads=threads, device=device,
-                     max_steps=max_steps, log_every=log_every, name=name, save_epochs=save_epochs, groups=groups,
-                     step=None if cfg["dp"] is None else DpSgdStep())  # fmt: skip
+    return train_mlm(texts, tokenizer_dir, out_dir, cfg, step=None if cfg.dp is None else DpSgdStep(), **kwargs)
 
 
 def train_from_table(
     text_path: str | os.PathLike,
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
-    config: dict | None = None,
-    init_dir: str | os.PathLike | None = None,
-    threads: int | None = None,
-    device: str | None = None,
-    name: str | None = None,
+    config: Mapping,
+    **kwargs,
 ) -> dict:
     """Read a training-text table (column `text`, and `group_id` when it has one) and train a
-    model on it (`train_model`; the training rule's entry point)."""
+    model on it (`train_model`, the other arguments as there; the training rule's entry point)."""
     df = read_table(text_path)
     require_columns(df, ["text"], str(text_path))
-    return train_model(
-        df["text"].astype(str).tolist(),
-        tokenizer_dir,
-        out_dir,
-        config=config,
-        init_dir=init_dir,
-        threads=threads,
-        device=device,
-        name=name,
-        groups=df["group_id"].astype(str).tolist() if "group_id" in df.columns else None,
-    )
+    groups = df["group_id"].astype(str).tolist() if "group_id" in df.columns else None
+    return train_model(df["text"].astype(str).tolist(), tokenizer_dir, out_dir, config, groups=groups, **kwargs)

@@ -11,6 +11,7 @@ def main(snakemake):
         snakemake.output[0],
         vocab_size=settings["vocab_size"],
         min_frequency=settings["min_frequency"],
+        min_patients=None,  # every word: the tagger's notes name no patients
         model_max_length=snakemake.params.max_length,
     )
 

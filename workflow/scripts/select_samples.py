@@ -15,7 +15,7 @@ def main(snakemake):
     unfiltered = snakemake.params.length_tokenizer
     lengths = None
     if unfiltered is not None:
-        lengths = tokenizer_from_tables(list(snakemake.input.corpora), None, **unfiltered)
+        lengths = tokenizer_from_tables(list(snakemake.input.corpora), None, min_patients=None, **unfiltered)
     plain = select_samples(world, tokenizer, settings["counts"], settings["lengths"], settings["seed"], lengths)
     write_parquet(plain, snakemake.output.plain)
     write_parquet(named_variant(plain, world, tokenizer), snakemake.output.named)

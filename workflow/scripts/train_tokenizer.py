@@ -9,7 +9,7 @@ def main(snakemake):
         snakemake.output[0],
         vocab_size=settings["vocab_size"],
         min_frequency=settings["min_frequency"],
-        min_patients=settings.get("min_patients"),
+        min_patients=settings["min_patients"],
     )
 
 

@@ -221,7 +221,7 @@ def gaussian_false_alarms(record: dict, score: str, epsilon: float, delta: float
     trips = 0
     for _ in range(reps):
         sim = simulated_record(record["sigma"], record["sample_rate"], steps, count, rng)
-        scores, bits = canary_scores(sim, score), sim["included"]
+        scores, bits = canary_scores(sim, score=score), sim["included"]
         found = gaussian_one_run(scores[bits], scores[~bits], delta, beta)
         trips += found["gauss_lcl"] > epsilon + TOLERANCE
     return trips
@@ -241,7 +241,7 @@ def gaussian_audit(record: dict, scores: np.ndarray, score: str, epsilon: float,
     Where a simulated run trips, the Gaussian assumption is not good enough for this claim and the
     limit is reported only (gauss_fails False, gauss_sim_trips the count)."""
     bits = np.asarray(record["included"]).astype(bool)
-    null = sentinel_scores(record, score)
+    null = sentinel_scores(record, score=score)
     found = gaussian_one_run(scores[bits], scores[~bits], delta, beta, null if len(null) else None, NORMALITY_LEVEL)
     found |= {"gauss_sim_trips": None, "gauss_sim_reps": 0, "gauss_fails": False}
     if math.isfinite(epsilon) and found["gauss_lcl"] > epsilon + TOLERANCE:
@@ -286,9 +286,9 @@ def pooled_checks(records: list[dict], level: float) -> list[dict]:
     """The mechanism checks (`gradient_canaries.mechanism_checks`) of each pooled run, named by run
     ("noise (run 2)") where there are several; one run's as they are."""
     if len(records) == 1:
-        return mechanism_checks(records[0], level)
+        return mechanism_checks(records[0], level=level)
     return [row | {"check": f"{row['check']} (run {run})"}
-            for run, record in enumerate(records, start=1) for row in mechanism_checks(record, level)]  # fmt: skip
+            for run, record in enumerate(records, start=1) for row in mechanism_checks(record, level=level)]  # fmt: skip
 
 
 def strongest(metrics: pd.DataFrame, attacks: list[str], fpr: float) -> dict:
@@ -403,7 +403,7 @@ def audit_target(
         runs = [whitebox] if isinstance(whitebox, dict) else list(whitebox)
         pooled = pooled_record(runs, target)
         score = settings["gradient_canaries"]["score"]
-        scores = canary_scores(pooled, score)
+        scores = canary_scores(pooled, score=score)
         found = one_run_canary_audit(scores, pooled["included"], settings["gradient_canaries"]["guess_share"],
                                      record["delta"], beta, runs=len(runs))  # fmt: skip
         gauss = gaussian_audit(pooled, scores, score, record["accountant_epsilon"], record["delta"], beta)

@@ -1,8 +1,9 @@
-"""A DP model's settings, checked and filled in from the config schema: its `dp:` setting
-(`dp_settings`), its gradient canaries (`canary_settings`), and what DP-SGD asks of the model's
-other settings (`check_dp_model`). Without torch or Opacus: the config checks
-(`mlmia.study.checks`) run these when the config is read, DP-SGD's step (`mlmia.defences.dp_sgd`)
-when a job starts."""
+"""A DP model's settings, checked: its `dp:` setting (`dp_settings`), its gradient canaries
+(`canary_settings`), and what DP-SGD asks of the model's other settings (`check_dp_model`). The
+settings come complete from the validated config (every default written when it is read,
+`mlmia.study`): a missing key is a programming error (KeyError), an unknown one a UserError.
+Without torch or Opacus: the config checks (`mlmia.study.checks`) run these when the config is
+read, the training job (`mlmia.training_job`) when it starts."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import math
 from mlmia.core.errors import UserError
 from mlmia.defences.clipping import CLIPPINGS
 from mlmia.models.settings import freezes_word_embeddings
-from mlmia.terms.schema import defaults
 
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
 #: faulty trainers the audit must catch (module docstring)
 FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate", "sampled_batch_size")
+#: the keys of a `dp:` setting, in the order train_info.json records them
+DP_KEYS = ("epsilon", "delta", "max_grad_norm", "accountant", "unit", "fault", "canaries", "clipping")
+#: the keys of a DP model's `canaries` setting (those of dp_audit.gradient_canaries that the training takes)
+CANARY_KEYS = ("count", "sentinels", "norm", "seed")
 
 
 def _number(value) -> bool:
@@ -24,15 +28,14 @@ def _number(value) -> bool:
 
 
 def dp_settings(value) -> dict:
-    """A model's `dp:` setting with the config schema's defaults filled in
-    (`mlmia.terms.schema.defaults`); a wrong key or value is a UserError (one line)."""
+    """A model's `dp:` setting (every key given), checked, in the order of `DP_KEYS`; a wrong key
+    or value is a UserError (one line), a missing key a KeyError."""
     if not isinstance(value, dict):
         raise UserError(f"model config: dp must be a mapping such as {{epsilon: 4, max_grad_norm: 1.0}}, got {value!r}")
-    out = defaults("models", "*", "dp")  # every key of the setting has one
-    unknown = sorted(set(value) - set(out))
+    unknown = sorted(set(value) - set(DP_KEYS))
     if unknown:
-        raise UserError(f"model config: dp: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
-    out.update(value)
+        raise UserError(f"model config: dp: unknown key(s) {', '.join(unknown)} (known: {', '.join(DP_KEYS)})")
+    out = {key: value[key] for key in DP_KEYS}
     if out["epsilon"] is not None and not (_number(out["epsilon"]) and out["epsilon"] > 0):
         raise UserError(f"model config: dp.epsilon must be a number > 0 or null (no DP), got {out['epsilon']!r}")
     if out["delta"] is not None and not (_number(out["delta"]) and 0 < out["delta"] < 1):
@@ -64,19 +67,18 @@ def dp_settings(value) -> dict:
 
 
 def canary_settings(value) -> dict | None:
-    """A DP model's `canaries` setting with the config schema's defaults filled in (those of
-    `dp_audit.gradient_canaries`; None: no gradient canaries); a wrong key or value is a
-    UserError (one line)."""
+    """A DP model's `canaries` setting (every key given: dp_audit.gradient_canaries' when the DP
+    audit is configured; None: no gradient canaries), checked, in the order of `CANARY_KEYS`; a
+    wrong key or value is a UserError (one line), a missing key a KeyError."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise UserError(f"model config: dp.canaries must be a mapping such as {{count: 500}}, got {value!r}")
-    out = defaults("models", "*", "dp", "canaries")
-    unknown = sorted(set(value) - set(out))
+    unknown = sorted(set(value) - set(CANARY_KEYS))
     if unknown:
         raise UserError(f"model config: dp.canaries: unknown key(s) {', '.join(unknown)} "
-                        f"(known: {', '.join(out)})")  # fmt: skip
-    out.update(value)
+                        f"(known: {', '.join(CANARY_KEYS)})")  # fmt: skip
+    out = {key: value[key] for key in CANARY_KEYS}
     for key in ("count", "sentinels", "seed"):
         if not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 0):
             raise UserError(f"model config: dp.canaries.{key} must be an integer >= 0, got {out[key]!r}")
@@ -88,8 +90,8 @@ def canary_settings(value) -> dict | None:
 
 
 def check_dp_model(cfg: dict) -> None:
-    """What DP-SGD asks of a model's other settings (`cfg`: `mlmia.models.settings.model_settings`'
-    with `dp` filled in by `dp_settings`): no packing (a packed block mixes lines, so no line would
+    """What DP-SGD asks of a model's other settings (`cfg`: `mlmia.models.settings.TrainingSettings`'
+    as a mapping, with `dp` checked by `dp_settings`): no packing (a packed block mixes lines, so no line would
     be one unit), and for ghost clipping the word embeddings frozen (BERT ties them to the output
     projection, a parameter two layers read, which ghost clipping refuses; `mlmia.defences.clipping.
     clipping_mode` checks the model itself)."""

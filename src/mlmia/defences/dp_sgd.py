@@ -85,7 +85,7 @@ from mlmia.defences.clipping import (
     unit_norms,
     unregister_head_bias,
 )
-from mlmia.defences.dp_settings import check_dp_model, dp_settings
+from mlmia.defences.dp_settings import check_dp_model
 from mlmia.defences.gradient_canaries import GradientCanaries
 from mlmia.models.objectives import Objective, check_dp_objective
 
@@ -170,8 +170,7 @@ class DpSgdStep:
     checkpoints = False
 
     def settings(self, cfg: dict, groups) -> dict:
-        dp = dp_settings(cfg["dp"])
-        cfg["dp"] = dp  # train_info.json records the setting with its defaults
+        dp = cfg["dp"]  # checked once, where the job starts (mlmia.training_job.training_settings)
         check_dp_model(cfg)
         if dp["unit"] == "patient" and groups is None:
             raise UserError("model config: dp.unit patient needs the training table's group_id column (the patients)")

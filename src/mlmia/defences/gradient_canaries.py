@@ -49,11 +49,8 @@ from scipy import special, stats
 
 from mlmia.core.errors import UserError
 from mlmia.defences.dp_settings import canary_settings
-from mlmia.terms.schema import defaults
 
 SCORES = ("likelihood_ratio", "alignment")
-#: the keyword defaults below: the config schema's `dp_audit` section
-DP_AUDIT = defaults("dp_audit")
 #: the observations in a trained model's directory
 RECORD_FILE = "gradient_canaries.npz"
 
@@ -182,13 +179,13 @@ def free_coordinates(record: dict) -> np.ndarray:
     return np.concatenate([excluded, np.arange(record["count"], record["observed"].shape[1])])
 
 
-def canary_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
+def canary_scores(record: dict, *, score: str) -> np.ndarray:
     """Each canary's score (higher: included), one of `SCORES` (module docstring); without noise
     (sigma 0) the likelihood ratio is the alignment."""
     return _scores(normalised(record)[:, : record["count"]], record, score)
 
 
-def sentinel_scores(record: dict, score: str = DP_AUDIT["gradient_canaries"]["score"]) -> np.ndarray:
+def sentinel_scores(record: dict, *, score: str) -> np.ndarray:
     """The same score of each canary-free coordinate (sentinel): excluded canaries by construction,
     the null distribution of `canary_scores` (the Gaussian analysis' check)."""
     return _scores(normalised(record)[:, record["count"] :], record, score)
@@ -245,7 +242,7 @@ def _noise_by_batch(record: dict) -> dict:
                       f"coordinates free of an inserted canary, against batch^0 ({why})"}  # fmt: skip
 
 
-def mechanism_checks(record: dict, level: float = DP_AUDIT["check_level"]) -> list[dict]:
+def mechanism_checks(record: dict, *, level: float) -> list[dict]:
     """Three checks of the mechanism against the accountant's claim, each failing (passed False)
     when its two-sided p-value is below `level`:
 

@@ -274,7 +274,7 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
                    f"{row.p_value:.2g}", "passes" if row.passed else f"**FAILS** (p < {row.level:g})"]
                   for row in checks.itertuples(index=False)]  # fmt: skip
     gradient, tokens = settings["gradient_canaries"], settings["canaries"]
-    runs = gradient.get("runs", 1)
+    runs = gradient["runs"]
     opening = "One training run per target, m canaries each included with probability 1/2"
     if pooled:
         opening = (f"White-box: {runs} training runs per target (the target and its audit replicas "

@@ -1,7 +1,7 @@
 """A small encoder-decoder translation model, trained from scratch: the translation target of
 Hisamoto et al.'s shadow protocol (TACL 2020; `snakemake shadow_mt`, `mlmia.shadow.translation`).
 
-- `build_translation_model`: transformers' BartForConditionalGeneration from a config (`seq2seq_settings`; by default
+- `build_translation_model`: transformers' BartForConditionalGeneration from a config (`seq2seq_settings`; the config's defaults:
   2 encoder and 2 decoder layers, 128 wide, 2 heads, feed-forward 512; with the world's 3,000-token
   WordPiece vocabulary about 1.3 M parameters), the embeddings shared by encoder, decoder and output
   projection. Source and target share the tokenizer (the world's: `mlmia.models.tokenizer`). A source
@@ -36,14 +36,11 @@ from mlmia.models.settings import seq2seq_settings
 from mlmia.models.tokenizer import encode_text
 from mlmia.models.training import save_model
 from mlmia.models.training_batches import length_grouped_batches
-from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
-#: threads and device left out: the config schema's `training` section (what the workflow passes)
-TRAINING = defaults("training")
 
 
-def build_translation_model(config: dict | None, tokenizer):
+def build_translation_model(config: dict, tokenizer):
     """A new BartForConditionalGeneration of `config`'s shape for `tokenizer`'s vocabulary. Nothing
     is forced or suppressed at decoding time (no forced BOS/EOS token): decoding is `greedy_translate`'s."""
     from transformers import BartConfig, BartForConditionalGeneration
@@ -126,9 +123,10 @@ def train_translation_model(
     targets: Sequence[str],
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
-    config: dict | None = None,
-    threads: int = TRAINING["threads"],
-    device: str | None = TRAINING["device"],
+    config: dict,
+    *,
+    threads: int,
+    device: str | None,
     max_steps: int | None = None,
     log_every: int = 20,
     name: str | None = None,

@@ -24,10 +24,6 @@ import numpy as np
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.terms.schema import defaults
-
-#: the vocabulary size, minimum frequency and minimum patients left out: the config schema's `tokenizer` section
-TOKENIZER = defaults("tokenizer")
 
 log = get_logger(__name__)
 
@@ -68,12 +64,12 @@ def bert_normalizer():
 
 def wordpiece_vocab(
     counts: Mapping[str, int],
-    vocab_size: int = TOKENIZER["vocab_size"],
-    min_frequency: int = TOKENIZER["min_frequency"],
+    vocab_size: int,
+    min_frequency: int,
     special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS),
     prefix: str = "##",
     patients: Mapping[str, int] | None = None,
-    min_patients: int | None = TOKENIZER["min_patients"],
+    min_patients: int | None = None,
 ) -> list[str]:
     """A WordPiece vocabulary learnt from word counts, the same in every process.
 
@@ -186,11 +182,12 @@ def wordpiece_vocab(
 
 def build_tokenizer(
     texts: Iterable[str],
-    vocab_size: int = TOKENIZER["vocab_size"],
-    min_frequency: int = TOKENIZER["min_frequency"],
+    *,
+    vocab_size: int,
+    min_frequency: int,
+    min_patients: int | None,
     model_max_length: int = 128,
     groups: Sequence | None = None,
-    min_patients: int | None = TOKENIZER["min_patients"],
 ):
     """A BERT-uncased WordPiece tokenizer learnt on `texts`, in memory (a BertTokenizerFast).
 
@@ -238,17 +235,18 @@ def build_tokenizer(
 def train_tokenizer(
     texts: Iterable[str],
     out_dir: str | os.PathLike,
-    vocab_size: int = TOKENIZER["vocab_size"],
-    min_frequency: int = TOKENIZER["min_frequency"],
+    *,
+    vocab_size: int,
+    min_frequency: int,
+    min_patients: int | None,
     model_max_length: int = 128,
     groups: Sequence | None = None,
-    min_patients: int | None = TOKENIZER["min_patients"],
 ):
     """Train a BERT-uncased WordPiece tokenizer on `texts` (`build_tokenizer`) and save it as a
     BertTokenizerFast dir: the same texts and settings give byte-identical files in every process."""
     texts = [str(t) for t in texts]
-    fast = build_tokenizer(texts, vocab_size, min_frequency, model_max_length, groups=groups,
-                           min_patients=min_patients)  # fmt: skip
+    fast = build_tokenizer(texts, vocab_size=vocab_size, min_frequency=min_frequency, min_patients=min_patients,
+                           model_max_length=model_max_length, groups=groups)  # fmt: skip
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
@@ -277,9 +275,10 @@ def read_training_tables(text_paths: Sequence[str | os.PathLike], groups: bool =
 def tokenizer_from_tables(
     text_paths: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike | None,
-    vocab_size: int = TOKENIZER["vocab_size"],
-    min_frequency: int = TOKENIZER["min_frequency"],
-    min_patients: int | None = TOKENIZER["min_patients"],
+    *,
+    vocab_size: int,
+    min_frequency: int,
+    min_patients: int | None,
 ):
     """Train the shared tokenizer on the union of training-text tables (column `text`; with
     `min_patients`, column `group_id` names each text's patient). `out_dir` None: in memory only."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -46,9 +46,8 @@ from mlmia.models.loading import load_tokenizer, resolve_device
 from mlmia.models.objectives import MaskedBatch, Objective, make_objective
 from mlmia.models.optimizer import adamw_with_schedule
 from mlmia.models.run_record import RunRecord
-from mlmia.models.settings import FROZEN_PARTS, model_settings
+from mlmia.models.settings import FROZEN_PARTS, TrainingSettings
 from mlmia.models.training_batches import BatchBuilder, length_grouped_batches, pack_lines
-from mlmia.terms.schema import defaults
 
 log = get_logger(__name__)
 
@@ -194,10 +193,11 @@ def train_mlm(
     texts: Sequence[str],
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
-    config: dict | None = None,
+    config: TrainingSettings | Mapping,
+    *,
+    threads: int,
+    device: str | None,
     init_dir: str | os.PathLike | None = None,
-    threads: int | None = None,
-    device: str | None = None,
     max_steps: int | None = None,
     log_every: int = 20,
     name: str | None = None,
@@ -211,10 +211,11 @@ def train_mlm(
     taken (`TrainingStep`; default `PlainStep`, no DP: a model with a `dp` setting is trained by
     `mlmia.training_job.train_model`, which gives DP-SGD's step).
 
-    `config`: a model entry's training settings (`model_settings`: sizes, epochs, batch_size,
-    lr, ...). With `init_dir` the weights start from that saved model (its size settings win)
-    and `epochs` more are trained. `threads`, `device`: the config's `training` ones by default
-    (the schema's). `max_steps` caps the number of optimiser steps (tests).
+    `config`: a model's training settings (`TrainingSettings`, or a resolved model entry it is
+    built from: sizes, epochs, batch_size, lr, ...). With `init_dir` the weights start from that
+    saved model (its size settings win) and `epochs` more are trained. `threads`, `device`: the
+    config's `training` ones (what the training rule passes). `max_steps` caps the number of
+    optimiser steps (tests).
     `save_epochs`: also save a checkpoint (model + tokenizer) into `out_dir`/epoch_<e> at the
     end of each of these epochs (1..epochs; the learning-rate schedule is the whole run's; an
     epoch cut short by `max_steps` is not saved); the summary then has `checkpoints`, {epoch:
@@ -223,10 +224,9 @@ def train_mlm(
     needs them (DP-SGD's patient units and patient-level guarantee)."""
     import torch
 
-    job = defaults("training")
-    threads, device = job["threads"] if threads is None else threads, job["device"] if device is None else device
     step = PlainStep() if step is None else step
-    cfg = step.settings(model_settings(config), groups)
+    settings = config if isinstance(config, TrainingSettings) else TrainingSettings.from_entry(config)
+    cfg = step.settings(settings.as_dict(), groups)
     checkpoints = _checkpoint_epochs(save_epochs, int(cfg["epochs"]), step)
     torch.set_num_threads(max(1, int(threads)))
     dev = resolve_device(device)

@@ -13,8 +13,12 @@ its target's objective; a target the workflow does not train (a `path`) reads th
 
 from __future__ import annotations
 
-from mlmia.models.objectives.base import DEFAULT_OBJECTIVE
 from mlmia.terms.experiment import Experiment
+from mlmia.terms.schema import defaults
+
+#: the objective of a model whose settings name none (the config schema's default): the pool's
+#: own without references (a resolved model entry always names one)
+DEFAULT_OBJECTIVE = defaults("models", "*")["objective"]
 
 #: the reference models the workflow trains: pool_ref_0, pool_ref_1, ...
 REFERENCE_PREFIX = "pool_ref_"

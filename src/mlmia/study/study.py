@@ -28,6 +28,7 @@ from mlmia.study.optional import without_optional
 from mlmia.study.plans import Plans, Resources
 from mlmia.study.plans.base import resources
 from mlmia.study.pools import ReferencePools
+from mlmia.study.resolve import resolve_config
 from mlmia.study.validation import Validation
 from mlmia.terms.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.terms.layout import (
@@ -43,7 +44,7 @@ from mlmia.terms.layout import (
     table_files,
 )
 from mlmia.terms.manifest import NEIGHBOUR_ROLES, TRAINED_ROLES
-from mlmia.terms.schema import defaults, load_yaml, schema_path, validate
+from mlmia.terms.schema import load_yaml, schema_path, validate
 from mlmia.terms.spec import DEFAULT_GROUP, DP_GROUP, Cell, figure_experiments, without_group
 
 #: model keys that are not training settings (where the model comes from)
@@ -90,6 +91,7 @@ class Study(Validation, ExperimentNeeds, Plans):
             load_yaml(path)
         validate(config, schema_path("config"))
         check_config(config)
+        resolve_config(config)  # the defaults that come from other sections: before anything reads the config
         for key in ("tables_spec", "paper_values"):
             if config.get(key):
                 config[key] = _found(config[key], workflow_dir)
@@ -181,8 +183,13 @@ class Study(Validation, ExperimentNeeds, Plans):
         return self.models[name].get("path", self.path(model_dir(name)))
 
     def model_settings(self, name: str) -> dict:
-        """A configured model's training settings: its entry without where it comes from."""
-        return {k: v for k, v in self.models[name].items() if k not in NOT_SETTINGS}
+        """A configured model's training settings: its entry without where it comes from, for a
+        model that copies them (a reference, a shadow model). The DP audit's gradient canaries
+        are the audited model's own: a copy trains without them."""
+        settings = {k: v for k, v in self.models[name].items() if k not in NOT_SETTINGS}
+        if settings.get("dp") is not None and self.gradient_canaries() is not None:
+            settings["dp"] = {**settings["dp"], "canaries": None}
+        return settings
 
     def model_tokenizer(self, name: str) -> str | None:
         """The tokenizer a configured model names (`models.<name>.tokenizer`), None: its own."""
@@ -217,18 +224,11 @@ class Study(Validation, ExperimentNeeds, Plans):
     def training_spec(self, name: str) -> dict:
         """What model `name` trains on and how: {"text": table, "settings": model settings,
         "init": model to continue or None}. A reference takes the settings of the model its
-        config names (`references.shape`), so it is trained as well as the target. The compute
-        dtype is `training.precision` unless the model sets its own (DP models: fp32)."""
-        spec = self._training_spec(name)
-        precision = self.config["training"]["precision"]
-        if (
-            precision != defaults("models", "*")["precision"]
-            and "precision" not in spec["settings"]
-            and not spec["settings"].get("dp")
-        ):
-            # only a dtype other than a model's default enters the settings: default runs keep their params (no rerun)
-            spec["settings"] = {**spec["settings"], "precision": precision}
-        return spec
+        config names (`references.shape`), so it is trained as well as the target. The settings
+        are complete: the validated config's, resolved (`mlmia.study.resolve`: the compute dtype
+        `training.precision` unless the model sets its own, DP models fp32; a DP model's gradient
+        canaries the DP audit's)."""
+        return self._training_spec(name)
 
     def _training_spec(self, name: str) -> dict:
         if name in self.reference_models():
@@ -247,9 +247,6 @@ class Study(Validation, ExperimentNeeds, Plans):
             return self.audit_replica_training(name, self._training_spec(replica[0]))
         # public_tokenizer says what the vocabulary check reads, nothing the trainer takes (nor a change to retrain for)
         spec = {key: value for key, value in self.models[name].items() if key != "public_tokenizer"}
-        canaries = self.gradient_canaries()
-        if spec.get("dp") is not None and canaries is not None:  # the white-box audit's canaries join the training
-            spec = {**spec, "dp": {**spec["dp"], "canaries": canaries}}
         return {"text": self.corpus_table(spec["corpus"]), "settings": spec, "init": spec.get("init")}
 
     def training_tokenizer(self, name: str) -> str:

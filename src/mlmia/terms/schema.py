@@ -1,19 +1,16 @@
 """Validating a config (or a tables spec) against its JSON schema, defaults filled in.
 
 The schemas (`SCHEMAS`, package data of the library; the workflow's `config/schema` links to
-them) hold every default once: validation writes a missing key's `default` into the instance,
-as Snakemake's ``validate(config, schema, set_default=True)`` does, and a violation becomes one
-line naming the key (`config key a.b.c: ...`). The library reads the same defaults for
-settings it is handed in part, and for the keyword defaults of the functions a user calls
-directly (`defaults`): no default is written in code.
+them) hold every default once: validation writes each missing key's `default` into the
+instance, as Snakemake's ``validate(config, schema, set_default=True)`` does, so the validated
+config is the resolved one (the defaults that come from other sections, a model's precision and
+a DP model's canaries, are written when the study reads it: `mlmia.study.resolve`). A violation
+becomes one line naming the key (`config key a.b.c: ...`). No job reads this module: jobs get
+their settings whole, by their rules' params (tests/test_resolved.py). The config checks, the
+plans, the CLI and the tests read a section's defaults here (`defaults`).
 
 A key that was renamed (`RENAMED`) is refused before validation, naming the new key
 ("config key scoring.k: renamed to scoring.patterns").
-
-An object whose schema lists `x-fill-defaults` gets only those keys' defaults at validation;
-the library fills the others where it reads the settings. A model entry is one: its settings
-stay as the config gives them (a rule's params, what a reference copies from its shape), and a
-precision it leaves out follows `training.precision`.
 """
 
 from __future__ import annotations
@@ -29,8 +26,8 @@ from mlmia.core.errors import UserError
 
 #: the config's and the tables spec's schemas (`config.schema.yaml`, `tables.schema.yaml`)
 SCHEMAS = Path(__file__).with_name("schemas")
-#: the schemas are this module's code for a step's digest (mlmia.core.provenance): the trainers
-#: read their defaults from here
+#: the schemas are this module's code for a step's digest (mlmia.core.provenance): a job that
+#: imported this module would rerun on any schema edit; none does (tests/test_resolved.py)
 READS_FILES = "schemas/*.schema.yaml"
 
 
@@ -78,11 +75,6 @@ def check_renamed(instance: dict, schema: str = "config", what: str = "config ke
             raise UserError(f"{what} {'.'.join(path)}: renamed to {'.'.join((*path[:-1], new))}")
 
 
-def _filled_at_validation(schema: dict, name: str) -> bool:
-    """Whether validation writes property `name`'s default into an instance of `schema`."""
-    return name in schema.get("x-fill-defaults", (name,))
-
-
 def _filling_defaults(validator_class):
     """A validator class that sets each missing property's default before checking it."""
     import jsonschema  # here, not at the top: reading defaults needs no validator (the scorer on a bare GPU machine)
@@ -96,7 +88,6 @@ def _filling_defaults(validator_class):
                     isinstance(subschema, dict)
                     and "default" in subschema
                     and name not in instance
-                    and _filled_at_validation(schema, name)
                 ):
                     instance[name] = copy.deepcopy(subschema["default"])
         yield from check_properties(validator, properties, instance, schema)
@@ -151,8 +142,8 @@ def load_yaml(path: str | os.PathLike, key: str | None = None) -> dict:
 def defaults(*keys: str, schema: str = "config") -> dict:
     """The config schema's defaults of the section at `keys`, in the schema's order
     (``defaults("dexposure", "model")``; ``"*"`` for an entry of a mapping: ``defaults("models",
-    "*")``, ``defaults("models", "*", "dp")``): what validation writes into an empty section,
-    with the defaults it leaves to the library (`x-fill-defaults`). A fresh copy. `schema`
+    "*")``, ``defaults("models", "*", "dp")``): what validation writes into an empty section.
+    A fresh copy. `schema`
     "tables": the tables spec's (``defaults("experiments", "*", schema="tables")``)."""
     return copy.deepcopy(_section_defaults(schema, keys))
 

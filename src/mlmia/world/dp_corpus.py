@@ -22,7 +22,6 @@ import pandas as pd
 
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
-from mlmia.terms.schema import defaults
 from mlmia.world.corpus import corpus_settings, patient_sentences
 from mlmia.world.lexicon import lexicon
 from mlmia.world.patients import make_patient, sentence_count
@@ -33,15 +32,17 @@ log = get_logger(__name__)
 PATIENT_PREFIX = "mimic-dp-"
 
 
-def dp_corpus_settings(value: dict | None) -> dict:
-    """The `dp_corpus:` section with the config schema's defaults (`mlmia.terms.schema.defaults`);
-    a wrong key or value is a UserError."""
-    value = dict(value or {})
-    out = defaults("dp_corpus")  # every key of the section has one
-    unknown = sorted(set(value) - set(out))
+#: the keys of the `dp_corpus:` section
+DP_CORPUS_KEYS = ("patients",)
+
+
+def dp_corpus_settings(value: dict) -> dict:
+    """The `dp_corpus:` section (resolved: every key given), checked; a wrong key or value is a
+    UserError, a missing key a KeyError."""
+    unknown = sorted(set(value) - set(DP_CORPUS_KEYS))
     if unknown:
-        raise UserError(f"dp_corpus: unknown key(s) {', '.join(unknown)} (known: {', '.join(out)})")
-    out.update(value)
+        raise UserError(f"dp_corpus: unknown key(s) {', '.join(unknown)} (known: {', '.join(DP_CORPUS_KEYS)})")
+    out = {key: value[key] for key in DP_CORPUS_KEYS}
     patients = out["patients"]
     if not isinstance(patients, int) or isinstance(patients, bool) or patients < 0:
         raise UserError(f"dp_corpus.patients: must be a non-negative integer, got {patients!r}")
@@ -49,7 +50,7 @@ def dp_corpus_settings(value: dict | None) -> dict:
 
 
 def dp_private_text(
-    target: pd.DataFrame, world_samples: pd.DataFrame, corpus: dict | None, dp_corpus: dict | None
+    target: pd.DataFrame, world_samples: pd.DataFrame, corpus: dict | None, dp_corpus: dict
 ) -> pd.DataFrame:
     """The DP targets' training text (sample_id, group_id, text): `target`'s lines, then the
     lines of `dp_corpus.patients` new MIMIC-style patients (module docstring), those whose text

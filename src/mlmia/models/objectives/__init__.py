@@ -3,7 +3,6 @@ how their losses make the step's loss (`base`: the interface and the registry; o
 objective, named as the objective: `bert_mlm`, `mdlm`)."""
 
 from mlmia.models.objectives.base import (
-    DEFAULT_OBJECTIVE,
     MaskedBatch,
     Objective,
     check_dp_objective,
@@ -13,7 +12,6 @@ from mlmia.models.objectives.base import (
 )
 
 __all__ = [
-    "DEFAULT_OBJECTIVE",
     "MaskedBatch",
     "Objective",
     "check_dp_objective",

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from mlmia.core.errors import UserError
-from mlmia.terms.schema import defaults
 
 if TYPE_CHECKING:
     import torch
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
 #: the registry imports this package's modules by name (read by mlmia.core.provenance)
 LOADS_BY_NAME = "mlmia.models.objectives"
 _NOT_OBJECTIVES = ("base",)
-#: the objective of a model whose config names none (the config schema's default)
-DEFAULT_OBJECTIVE = defaults("models", "*")["objective"]
 
 
 @dataclass(frozen=True)

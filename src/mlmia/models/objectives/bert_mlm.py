@@ -8,10 +8,6 @@ from __future__ import annotations
 
 from mlmia.models.objectives.base import MaskedBatch, Objective
 from mlmia.models.tokenizer import SPECIAL_TOKENS
-from mlmia.terms.schema import defaults
-
-#: a model entry's `mlm_probability` left out: the config schema's (0.15, BERT's)
-MLM_PROBABILITY = defaults("models", "*")["mlm_probability"]
 
 
 def mlm_mask(
@@ -20,7 +16,7 @@ def mlm_mask(
     vocab_size: int,
     mask_token_id: int,
     generator,
-    mlm_probability: float = MLM_PROBABILITY,
+    mlm_probability: float,
     first_normal_id: int = len(SPECIAL_TOKENS),
 ):
     """Standard BERT masking: choose each non-special token with probability `mlm_probability`;
@@ -54,7 +50,7 @@ class BertMLM(Objective):
 
     name = "bert_mlm"
 
-    def __init__(self, vocab_size: int, mask_token_id: int, mlm_probability: float = MLM_PROBABILITY) -> None:
+    def __init__(self, vocab_size: int, mask_token_id: int, mlm_probability: float) -> None:
         self.vocab_size = int(vocab_size)
         self.mask_token_id = int(mask_token_id)
         self.mlm_probability = float(mlm_probability)

@@ -7,11 +7,15 @@ trainer's own rules on each model's settings are `mlmia.study.checks.training`."
 from __future__ import annotations
 
 from mlmia.study.checks.refusal import has_world, refused
+from mlmia.study.plans.dp import gradient_canaries
 from mlmia.terms.layout import ONE_RUN_CORPUS
 from mlmia.terms.schema import defaults
 
-#: the keys of a models entry that say how the workflow trains it (the schema's, with their defaults)
-TRAINING_KEYS = tuple(defaults("models", "*"))
+#: the defaults validation writes into every models entry (the training settings); precision has
+#: none (left out, it is resolved after these checks: mlmia.study.resolve)
+TRAINING_DEFAULTS = defaults("models", "*")
+#: the keys of a models entry that say how the workflow trains it
+TRAINING_KEYS = (*TRAINING_DEFAULTS, "precision")
 #: the architecture of a model trained from scratch; a model that continues another (init) keeps its
 #: init's (mlmia.models.training loads it whole)
 ARCHITECTURE_KEYS = ("hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")
@@ -44,6 +48,14 @@ def tokenizer_is_public(models: dict, name: str) -> bool:
     return inherited_tokenizer(models, name)[0]
 
 
+def _given(spec: dict, setting: str, config: dict) -> bool:
+    """Whether a models entry sets `setting` to other than the default validation wrote, or for
+    `precision` the one resolved (`training.precision`): one set to that value cannot be told from
+    it, and changes nothing (a config read twice is checked as it was the first time)."""
+    default = config["training"]["precision"] if setting == "precision" else TRAINING_DEFAULTS[setting]
+    return setting in spec and spec[setting] != default
+
+
 def check_models(config: dict) -> None:
     """Each models entry continues another (`init`), gives a corpus or a path (not both), and only
     settings that apply to it."""
@@ -60,7 +72,7 @@ def check_models(config: dict) -> None:
                 "training of one",
             )
         for setting in ARCHITECTURE_KEYS if init is not None else ():
-            if setting in spec:
+            if _given(spec, setting, config):
                 raise refused(
                     f"{key}.{setting}",
                     f"{name!r} continues {init!r} and keeps its architecture (dropout included); {setting} applies "
@@ -84,7 +96,7 @@ def check_models(config: dict) -> None:
                     "audits the models it trains with dp)",
                 )
             for setting in TRAINING_KEYS:
-                if setting in spec and not (setting == "freeze" and spec[setting] == []):  # validation fills freeze
+                if _given(spec, setting, config):
                     raise refused(
                         f"{key}.{setting}",
                         f"{name!r} is given by path: the workflow does not train it, so training settings do not apply",
@@ -102,7 +114,8 @@ def check_models(config: dict) -> None:
                     f"{name!r} is trained by the workflow with {why}; leave public_tokenizer out",
                 )
         dp = spec.get("dp") or {}
-        if dp.get("canaries") is not None and gradient:
+        # the audit's own canaries (resolved into a config read before) change nothing
+        if dp.get("canaries") not in (None, gradient_canaries(config)) and gradient:
             raise refused(
                 f"{key}.dp.canaries",
                 "set by the workflow from dp_audit.gradient_canaries for every DP model, which would replace these; "

@@ -83,7 +83,7 @@ def check_dp_audit(config: dict) -> None:
     if not any(spec.get("dp") is not None and "path" not in spec for spec in models.values()):
         raise refused("dp_audit", "no model the workflow trains has a dp setting: the DP audit would audit nothing")
     gradient = audit["gradient_canaries"]
-    runs = gradient.get("runs", 1)
+    runs = gradient["runs"]
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:  # the schema lets 2.0 and true through
         raise refused("dp_audit.gradient_canaries.runs", f"{runs!r} is not a whole number of runs, at least 1")
     if runs > 1 and not gradient["count"]:

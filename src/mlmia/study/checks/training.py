@@ -1,7 +1,7 @@
 """The trainer's own rules on the settings of every model the workflow trains, applied when the
 config is read, not when the model's job starts: the settings exactly as the training rule passes
 them (`Study.training_spec`), checked as the training job checks them (`mlmia.training_job`:
-`mlmia.models.settings.model_settings`, `mlmia.models.objectives.check_dp_objective`,
+`mlmia.models.settings.TrainingSettings`, `mlmia.models.objectives.check_dp_objective`,
 `mlmia.defences.dp_settings`), each refusal under the config key the settings came from."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import re
 
 from mlmia.core.errors import UserError
 from mlmia.study.checks.refusal import refused
-from mlmia.terms.schema import defaults
 
 #: how the trainer names a setting in its refusals: "model config: <key> <what>" (dp.<key> for dp's)
 TRAINER_PREFIX = "model config: "
@@ -23,7 +22,9 @@ def under_key(exc: UserError, key: str) -> UserError:
     "config key <key>.dp.clipping: ghost needs ..."."""
     text = str(exc).removeprefix(TRAINER_PREFIX)
     found = _SETTING.match(text)
-    if found and found.group(1).split(".")[0] in defaults("models", "*"):
+    from mlmia.models.settings import TrainingSettings
+
+    if found and found.group(1).split(".")[0] in TrainingSettings.keys():
         return refused(f"{key}.{found.group(1)}", found.group(2))
     return refused(key, text)
 
@@ -34,10 +35,10 @@ def check_settings(settings: dict, key: str) -> None:
     ghost clipping)."""
     from mlmia.defences.dp_settings import check_dp_model, dp_settings
     from mlmia.models.objectives import check_dp_objective
-    from mlmia.models.settings import model_settings
+    from mlmia.models.settings import TrainingSettings
 
     try:
-        cfg = model_settings(settings)
+        cfg = TrainingSettings.from_entry(settings).as_dict()
     except UserError as exc:
         raise under_key(exc, key) from None
     if cfg["dp"] is None:

@@ -16,6 +16,15 @@ DP_FILES = {"bounds_csv": "bounds.csv", "bounds_md": "bounds.md", "by_attack": "
             "findings_csv": "findings.csv", "findings_md": "findings.md"}  # fmt: skip
 
 
+def gradient_canaries(config: dict) -> dict | None:
+    """The gradient canaries every DP model trains with (`dp_audit.gradient_canaries`, the
+    training's part), None without the DP audit or with count 0."""
+    settings = (config.get("dp_audit") or {}).get("gradient_canaries") or {}
+    if not settings.get("count"):
+        return None
+    return {key: settings[key] for key in ("count", "sentinels", "norm", "seed")}
+
+
 def audit_run_settings(settings: dict, run: int) -> dict:
     """The training settings of run `run` (1, 2, ...) of a DP target whose settings (with the
     gradient canaries, `dp.canaries`) are `settings`: the training's seed and the canaries' seed
@@ -23,13 +32,9 @@ def audit_run_settings(settings: dict, run: int) -> dict:
     target itself."""
     if run == 1:
         return settings
-    from mlmia.defences.dp_settings import canary_settings
-    from mlmia.terms.schema import defaults
-
-    seed = settings.get("seed", defaults("models", "*")["seed"])
-    canaries = canary_settings(settings["dp"]["canaries"])
-    dp = {**settings["dp"], "canaries": {**settings["dp"]["canaries"], "seed": canaries["seed"] + run - 1}}
-    return {**settings, "seed": seed + run - 1, "dp": dp}
+    canaries = settings["dp"]["canaries"]
+    dp = {**settings["dp"], "canaries": {**canaries, "seed": canaries["seed"] + run - 1}}
+    return {**settings, "seed": settings["seed"] + run - 1, "dp": dp}
 
 
 class DPTargets:
@@ -52,18 +57,14 @@ class DPTargets:
         return [name for name in self.dp_targets() if self.models[name].get("corpus") == ONE_RUN_CORPUS]
 
     def gradient_canaries(self) -> dict | None:
-        """The gradient canaries every DP model trains with (`dp_audit.gradient_canaries`, the
-        training's part), None without the DP audit or with count 0."""
-        settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
-        if not settings.get("count"):
-            return None
-        return {key: settings[key] for key in ("count", "sentinels", "norm", "seed")}
+        """The gradient canaries every DP model trains with (`gradient_canaries`)."""
+        return gradient_canaries(self.config)
 
     def audit_runs(self) -> int:
         """How many training runs of each DP target the white-box audit pools
         (`dp_audit.gradient_canaries.runs`; 1 without the DP audit or without gradient canaries)."""
         settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
-        return int(settings.get("runs", 1)) if settings.get("count") else 1
+        return int(settings["runs"]) if settings.get("count") else 1
 
     def audit_replicas(self, target: str | None = None) -> dict[str, tuple[str, int]]:
         """The DP targets' audit replicas the workflow trains ({name: (target, run)}, runs 2 .. k of

@@ -41,14 +41,11 @@ class ShadowModels:
         Alice with the shape of the model `shadow.alice` names, Bob's shadows with the shape
         `shadow.bob` names (the shape Bob guesses), each shadow with its own seed."""
         from mlmia.shadow.split import shadow_model_settings
-        from mlmia.terms.schema import defaults
 
         who = name[len(SHADOW_PREFIX) :]
         shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
-        given = self.model_settings(shape)
-        # a model entry leaves its seed to the library (x-fill-defaults): the schema's, resolved here
-        seed = given["seed"] if "seed" in given else defaults("models", "*")["seed"]
-        settings = shadow_model_settings(given, who, seed=seed)
+        given = self.model_settings(shape)  # resolved: its seed is there
+        settings = shadow_model_settings(given, who, seed=given["seed"])
         return {"text": self.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
 
     def shadow_mt_settings(self, name: str) -> dict:

@@ -24,7 +24,7 @@ def world_plan(study) -> Plan:
     tokenizer = config["tokenizer"]
     # with tokenizer.min_patients, the samples' length buckets are counted by the tokenizer learnt without it
     # (built again in memory from the corpora), so that the remedy leaves the scored sentences as they were
-    filtered = tokenizer.get("min_patients") is not None
+    filtered = tokenizer["min_patients"] is not None
     return Plan(
         target="world",
         targets=[path for step in outputs.values() for path in step.values()],
@@ -36,7 +36,7 @@ def world_plan(study) -> Plan:
         },
         settings={
             "corpus": config["corpus"],
-            "dp_corpus": config.get("dp_corpus", {}),  # none given: the library fills the schema's
+            "dp_corpus": config["dp_corpus"],
             "samples": config["samples"],
             "tokenizer": tokenizer,
             "length_tokenizer": {key: tokenizer[key] for key in ("vocab_size", "min_frequency")} if filtered else None,
