@@ -348,7 +348,7 @@ def import_case(case_id, root: Path):
     long = scores / "long"
     config = yaml.safe_load((REPO / "config" / "paper_scores.yaml").read_text())
     config["imported"]["root"] = str(scores)
-    config["metrics"]["bootstrap"] = 0
+    config.setdefault("metrics", {})["bootstrap"] = 0
     if case_id == "import-unequal-files":
         lines = (long / "pubmed__nonmembers_mimic.txt").read_text().splitlines(keepends=True)
         (long / "pubmed__nonmembers_mimic.txt").write_text("".join(lines[:-5]))

@@ -33,7 +33,6 @@ from mlmia.scoring.schedules import (
 from mlmia.scoring.settings import ScoringSettings
 from mlmia.study.study import Study
 from mlmia.terms.schema import defaults
-from mlmia.training_job import train_model, training_settings
 
 SAMA = {"steps": 4, "min_fraction": 0.05, "max_fraction": 0.5}
 

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 import sacrebleu
 import torch
-from world_helpers import resolved
 from training_helpers import seq2seq_entry
+from world_helpers import resolved
 
 from mlmia.core.errors import UserError
 from mlmia.models.seq2seq import (

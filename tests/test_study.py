@@ -148,11 +148,11 @@ def test_what_a_config_change_touches(in_repo, tmp_path):
     assert after.attack_columns("base_long_i2b2") == before.attack_columns("base_long_i2b2")
     # the bootstrap: every experiment's metrics; figure style: none
     config = load("config.yaml")
-    config["metrics"]["bootstrap"] = 50
+    config.setdefault("metrics", {})["bootstrap"] = 50
     more = study(config)
     assert all(more.metric_settings(n) != before.metric_settings(n) for n in before.metric_experiments())
     config = load("config.yaml")
-    config["figure_style"]["dpi"] = 70
+    config.setdefault("figure_style", {})["dpi"] = 70
     styled = study(config)
     assert all(styled.metric_settings(n) == before.metric_settings(n) for n in before.metric_experiments())
 
@@ -160,7 +160,7 @@ def test_what_a_config_change_touches(in_repo, tmp_path):
 def test_schema_defaults_fill_what_a_config_leaves_out(in_repo):
     config = load("config.yaml")
     for key in ("scoring", "metrics", "figure_style", "training", "exposure", "tokenizer"):
-        del config[key]
+        config.pop(key, None)
     s = study(config)
     assert s.config["scoring"]["patterns"] == 10 and s.config["scoring"]["mask_count"] == "ceil"
     assert s.config["metrics"]["bootstrap"] == 200 and s.config["metrics"]["protocols"] == ["published", "corrected"]
@@ -346,7 +346,7 @@ def test_the_command_line_defaults_are_the_schemas():
     "edit, message",
     [
         (lambda c, s: c.pop("run"), "config key (top level): 'run' is a required property"),
-        (lambda c, s: c["metrics"].update(draws=0), "config key metrics.draws: 0 is less than the minimum of 1"),
+        (lambda c, s: c.setdefault("metrics", {}).update(draws=0), "config key metrics.draws: 0 is less than the minimum of 1"),
         (
             lambda c, s: s["tables"]["table2"]["columns"][0].update(alhpa=0.1),
             "key tables.table2.columns.0: Additional properties are not allowed ('alhpa' was unexpected)",
@@ -368,8 +368,8 @@ def test_the_command_line_defaults_are_the_schemas():
             lambda c, s: c["models"]["base"].update(epoch=3),
             "config key models.base: Additional properties are not allowed ('epoch' was unexpected)",
         ),
-        (lambda c, s: c["training"].update(thread=2), "config key training: Additional properties are not allowed"),
-        (lambda c, s: c["corpus"]["mimic"].update(members=3), "config key corpus.mimic: Additional properties"),
+        (lambda c, s: c.setdefault("training", {}).update(thread=2), "config key training: Additional properties are not allowed"),
+        (lambda c, s: c["corpus"].setdefault("mimic", {}).update(members=3), "config key corpus.mimic: Additional properties"),
         (
             lambda c, s: c["models"]["base_pp"].update(init="bsae"),
             "config key models.base_pp.init: 'bsae' is not another",

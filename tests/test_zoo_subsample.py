@@ -13,6 +13,7 @@ from sklearn.metrics import roc_auc_score
 from workflow_helpers import run_snakemake
 
 from mlmia.terms.manifest import neighbour_subsample
+from mlmia.terms.schema import defaults
 
 RUN = "results/ci"
 SUBSAMPLE = {"member": {"mimic": {"short": 4, "long": 12}}, "nonmember": {"mimic": {"short": 2, "long": 12}}}
@@ -26,12 +27,13 @@ def test_snakemake_zoo_experiment_with_a_neighbour_subsample(ci_run, tmp_path):
     run_snakemake(workdir, target, "--configfile", "test_config.yaml")
     before = pd.read_parquet(workdir / target)
     config = yaml.safe_load((workdir / "test_config.yaml").read_text())
-    config["neighbours"]["subsample"] = SUBSAMPLE
+    config.setdefault("neighbours", {})["subsample"] = SUBSAMPLE
     (workdir / "test_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     run_snakemake(workdir, target, "--configfile", "test_config.yaml")
 
     samples = pd.read_parquet(workdir / RUN / "samples/clinical.parquet")
-    drawn = samples[neighbour_subsample(samples, SUBSAMPLE, config["neighbours"]["seed"])]
+    seed = config["neighbours"].get("seed", defaults("neighbours")["seed"])  # the file may leave it to the schema
+    drawn = samples[neighbour_subsample(samples, SUBSAMPLE, seed)]
     made = pd.read_parquet(workdir / RUN / "samples/clinical~neighbours.parquet")
     # neighbour texts for the drawn samples only, count of each
     assert set(made.neighbour_of) == set(drawn.sample_id)

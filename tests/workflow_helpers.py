@@ -112,13 +112,14 @@ def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> list[tup
 
 
 def edit_yaml(path: Path, **changes) -> None:
-    """Set nested keys (a__b__c=value) in a YAML file."""
+    """Set nested keys (a__b__c=value) in a YAML file; a section the file leaves to its defaults
+    is written in."""
     data = yaml.safe_load(path.read_text())
     for dotted, new in changes.items():
         node = data
         *parents, last = dotted.split("__")
         for key in parents:
-            node = node[key]
+            node = node.setdefault(key, {})
         node[last] = new
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 

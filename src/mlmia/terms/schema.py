@@ -84,11 +84,7 @@ def _filling_defaults(validator_class):
     def properties(validator, properties, instance, schema):
         if isinstance(instance, dict):
             for name, subschema in properties.items():
-                if (
-                    isinstance(subschema, dict)
-                    and "default" in subschema
-                    and name not in instance
-                ):
+                if isinstance(subschema, dict) and "default" in subschema and name not in instance:
                     instance[name] = copy.deepcopy(subschema["default"])
         yield from check_properties(validator, properties, instance, schema)
 
