@@ -346,7 +346,10 @@ def test_the_command_line_defaults_are_the_schemas():
     "edit, message",
     [
         (lambda c, s: c.pop("run"), "config key (top level): 'run' is a required property"),
-        (lambda c, s: c.setdefault("metrics", {}).update(draws=0), "config key metrics.draws: 0 is less than the minimum of 1"),
+        (
+            lambda c, s: c.setdefault("metrics", {}).update(draws=0),
+            "config key metrics.draws: 0 is less than the minimum of 1",
+        ),
         (
             lambda c, s: s["tables"]["table2"]["columns"][0].update(alhpa=0.1),
             "key tables.table2.columns.0: Additional properties are not allowed ('alhpa' was unexpected)",
@@ -368,8 +371,14 @@ def test_the_command_line_defaults_are_the_schemas():
             lambda c, s: c["models"]["base"].update(epoch=3),
             "config key models.base: Additional properties are not allowed ('epoch' was unexpected)",
         ),
-        (lambda c, s: c.setdefault("training", {}).update(thread=2), "config key training: Additional properties are not allowed"),
-        (lambda c, s: c["corpus"].setdefault("mimic", {}).update(members=3), "config key corpus.mimic: Additional properties"),
+        (
+            lambda c, s: c.setdefault("training", {}).update(thread=2),
+            "config key training: Additional properties are not allowed",
+        ),
+        (
+            lambda c, s: c["corpus"].setdefault("mimic", {}).update(members=3),
+            "config key corpus.mimic: Additional properties",
+        ),
         (
             lambda c, s: c["models"]["base_pp"].update(init="bsae"),
             "config key models.base_pp.init: 'bsae' is not another",
