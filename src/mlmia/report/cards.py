@@ -374,7 +374,7 @@ def provenance(inputs: dict[str, str], config_digest: str, code_digest: str) -> 
 def _provenance_lines(found: dict) -> list[str]:
     body = [[key, f"`{item['path']}`", item["sha256"]] for key, item in found["inputs"].items()]
     return [
-        f"Config digest {found['config']} (the validated config, defaults filled in); code digest {found['code']} "
+        f"Config digest {found['config']} (the validated config's sections a card is made from, defaults filled in); code digest {found['code']} "
         f"(the library code the card's job runs); mlmia {found['mlmia']}; made {found['date']}. Inputs (sha256, first "
         "16 hex digits; a directory: its files' names and bytes):",
         "",

@@ -227,7 +227,7 @@ def cards_plan(study) -> Plan:
             "roc": path("{model}" + ROC_SUFFIX),
             "inputs": {m: _card_inputs(study, m, s["experiment"]["name"], s["sections"]) for m, s in settings.items()},
         },
-        settings={"models": models, "cards": settings, "config_digest": config_digest(study.config)},
+        settings={"models": models, "cards": settings, "config_digest": card_config_digest(study.config)},
         rules=(RULES,),
         report={
             **{card: Shown(CATEGORY, None, {"model": model, "item": CARD_ITEM}) for model, card in cards.items()},
@@ -245,6 +245,21 @@ def cards_plan(study) -> Plan:
             "digests). Counts and rates only."
         ),
     )
+
+
+#: the config's sections a card's numbers are made from (its inputs' and its own settings): the
+#: world or the user's files, the models, their scores, attacks and metrics, and the studies a
+#: card reports. A section left out (the shadow studies, d-exposure, the figures' style, a study
+#: added later) changes no card, so its edit reruns none.
+CARD_SECTIONS = ("world", "tables_spec", "imported", "datasets", "raw", "audit", "corpus", "dp_corpus", "tokenizer",
+                 "samples", "models", "training", "scoring", "references", "neighbours", "attacks", "metrics",
+                 "extraction", "canaries", "dp_audit", "audit_cards")  # fmt: skip
+
+
+def card_config_digest(config: dict) -> str:
+    """The digest a card names as its config (`config_digest`): of the validated config's
+    `CARD_SECTIONS` only."""
+    return config_digest({key: config[key] for key in CARD_SECTIONS if key in config})
 
 
 #: every config with a model that an experiment targets
