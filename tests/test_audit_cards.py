@@ -67,6 +67,21 @@ def test_the_audited_models_and_each_cards_experiment_and_sections_come_from_the
     assert set(plan.files["inputs"]["large"]) == {"attack", "vocabulary"}
 
 
+def test_a_cards_config_digest_moves_with_what_a_card_is_made_from_only(monkeypatch):
+    monkeypatch.chdir(REPO)
+    plan = lambda study: study.plan("audit_cards").settings["config_digest"]  # noqa: E731
+    before = plan(study_of("ci.yaml"))
+    config = yaml.safe_load((REPO / "config" / "ci.yaml").read_text())
+    # a figure style, a shadow study's setting, a section no card reads: the same digest
+    config["figure_style"]["dpi"] += 1
+    config["shadow"]["bootstrap"] += 1
+    unread = copy.deepcopy(config)
+    assert plan(Study.from_config(unread, REPO)) == before
+    # the model a card audits, or the patients' resampling: another
+    config["models"]["base"]["epochs"] += 1
+    assert plan(Study.from_config(config, REPO)) != before
+
+
 def test_a_bring_your_own_config_audits_its_targets_without_the_worlds_studies(tmp_path, monkeypatch):
     from test_config_checks import byo, write_byo_files
 
