@@ -7,6 +7,15 @@ from mlmia.study.plans.cards import CARD_ITEM, CATEGORY, ROC_ITEM
 CARDS = STUDY.plan("audit_cards")
 
 
+def card_inputs(wildcards):
+    """What a model's audit card reads (rules/cards.smk, whose plan is CARDS): the files its plan
+    names, and the model's own directory (its digest is the card's provenance) unless it is a hub id.
+    """
+    model = wildcards.model
+    own = model_input_of(model)
+    return CARDS.files["inputs"][model] | ({"model": own} if own else {})
+
+
 rule audit_card:
     input:
         unpack(card_inputs),

@@ -6,6 +6,24 @@
 EXTRACT = STUDY.plan("extraction")
 
 
+def tokenizer_source(model):
+    """The tokenizer a model ships with: the one its config names (`models.<name>.tokenizer`), else
+    its own directory's (or hub id's)."""
+    return STUDY.model_tokenizer(model) or STUDY.model_dir(model)
+
+
+def vocabulary_inputs(wildcards):
+    """What one model's vocabulary check reads (rules/extraction.smk, whose plan is EXTRACT): the
+    identifying values (none for a tokenizer the config marks public: nothing is counted), and its
+    tokenizer's directory or file unless that is a hub id.
+    """
+    source = tokenizer_source(wildcards.model)
+    tokenizer = {} if is_hub_id(source) else {"tokenizer": source}
+    if STUDY.public_tokenizer(wildcards.model):
+        return tokenizer
+    return {"identifiers": EXTRACT.files["identifiers"]} | tokenizer
+
+
 # the values themselves (the world's, or the user's file): temporary, so that no file the
 # study leaves holds one
 rule extraction_values:

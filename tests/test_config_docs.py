@@ -81,6 +81,13 @@ def stand_ins(config: dict, root: Path) -> None:
                 (root / path).write_text("0.5\n")
 
 
+def test_every_registered_study_has_a_worked_example():
+    # docs/adding_a_study.md: a study is a schema section, a plan, a rule file and an example
+    from mlmia.study.plans import STUDIES
+
+    assert set(STUDIES) | {"dp"} <= {example.study for example in config_docs.EXAMPLES}
+
+
 @pytest.mark.parametrize("example", config_docs.EXAMPLES, ids=[e.study for e in config_docs.EXAMPLES])
 def test_each_worked_example_passes_the_schema_and_the_checks(example, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # whatever a check wrote would land here

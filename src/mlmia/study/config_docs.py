@@ -178,6 +178,25 @@ shadow_mt:
         "snakemake --cores 2 shadow_mt --configfile config/config.yaml narrow_shadows.yaml",
     ),
     Example(
+        "world",
+        "A smaller embedded world",
+        "The world's patients and samples at a third of the default's, for a quick look at every "
+        "table (its findings need not hold at this size); each count is a key of `corpus:` or `samples:`.",
+        """\
+run: small_world
+corpus:
+  mimic: {member_patients: 80, heldin_patients: 20, nonmember_patients: 50, population_patients: 30}
+  i2b2: {nonmember_patients: 50, population_patients: 30}
+samples:
+  counts:
+    member: {mimic: {short: 40, long: 160}}
+    member_heldin: {mimic: {short: 10, long: 50}}
+    nonmember: {mimic: {short: 20, long: 120}, i2b2: {short: 30, long: 120}}
+    population: {i2b2: {short: 10, long: 70}, mimic: {short: 10, long: 70}}
+""",
+        "snakemake --cores 2 --configfile config/config.yaml small_world.yaml",
+    ),
+    Example(
         "canaries",
         "Canary exposure with more canaries per count",
         "Eight 6-digit canaries per insertion count, three counts, the canary target saved at two checkpoints.",
@@ -217,6 +236,20 @@ extraction:
   top_k: 20
 """,
         "snakemake --cores 2 extraction --configfile config/config.yaml extraction_large.yaml",
+    ),
+    Example(
+        "audit_cards",
+        "Audit cards for two models, at the FPRs a release board asked for",
+        "One card each for Base and Large (every audited model without `models`), Base's read from the "
+        "zoo's experiment on long MIMIC samples, TPR at 5% and 1% FPR.",
+        """\
+run: release_cards
+audit_cards:
+  models: [base, large]
+  experiments: {base: zoo_long_mimic}
+  fprs: [0.05, 0.01]
+""",
+        "snakemake --cores 2 audit_cards --configfile config/config.yaml release_cards.yaml",
     ),
     Example(
         "dp",
