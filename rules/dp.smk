@@ -3,7 +3,7 @@
 # of the tables spec's group dp, every attack with the target's utility), one check job per
 # target that fails the run in one line when its audit finds the DP claim broken, and the
 # tables, findings and privacy-utility figure over all targets.
-# The plan (mlmia.study.plans.dp): what each target's audit attacks (mlmia.defences.workflow).
+# The plan (mlmia.study.plans.dp): what each target's audit attacks (its audit_plan).
 DP = STUDY.plan("dp")
 DP_TARGETS = DP.settings["targets"]
 

@@ -45,10 +45,10 @@ from mlmia.defences.token_canaries import (
     token_scores,
     with_included_canaries,
 )
-from mlmia.defences.workflow import audit_plan
 from mlmia.models.objectives import MaskedBatch
 from mlmia.models.objectives.bert_mlm import BertMLM
 from mlmia.models.tokenizer import train_tokenizer
+from mlmia.study.plans.dp import audit_plan
 from mlmia.study.study import Study
 
 TEXTS = [

@@ -359,7 +359,7 @@ def attack_audit(
     settings: dict,
     target: str,
 ) -> tuple[dict, pd.DataFrame]:
-    """The attacks' part of a target's audit (`mlmia.defences.workflow.audit_plan`'s `item`): one
+    """The attacks' part of a target's audit (`mlmia.study.plans.dp.audit_plan`'s `item`): one
     row per attack (`attack_bounds`), and the target's best bound, strongest attack and utility.
     `settings`: confidence, seed, fpr (config `dp_audit`), bootstrap and bootstrap_seed (the metrics')."""
     where = f"DP audit: target {target!r} (experiment {item['experiment']!r})"

@@ -176,7 +176,7 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def model_dir(self, name: str) -> str:
         """A model's directory (or hub id): the user's `path`, or where the workflow trains it."""
-        if name in self.reference_models() or name in self.study_models or name in self.audit_replicas():
+        if name in self.reference_models() or name in self.study_models:
             return self.path(model_dir(name))
         if name not in self.models:
             raise UserError(f"config key models: {name!r} is not a configured model (models: {', '.join(self.models)})")
@@ -212,13 +212,12 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def trained_models(self) -> list[str]:
         """Every model the workflow trains: the config's models without a `path`, the
-        reference pool, the MLMs the configured studies train (`study_models`: the shadow
-        protocol's) and the DP targets' audit replicas (`audit_replicas`)."""
+        reference pool and the MLMs the configured studies train (`study_models`: the shadow
+        protocol's, the DP targets' audit replicas)."""
         return (
             [m for m, spec in self.models.items() if "path" not in spec]
             + self.reference_models()
             + list(self.study_models)
-            + list(self.audit_replicas())
         )
 
     def training_spec(self, name: str) -> dict:
@@ -242,9 +241,6 @@ class Study(Validation, ExperimentNeeds, Plans):
             return {"text": text, "settings": settings, "init": references.get("init")}
         if name in self.study_models:  # a study's own MLM (its plan module says how it trains)
             return self.study_models[name].training(self, name)
-        replica = self.audit_replicas().get(name)
-        if replica is not None:  # a DP target's audit replica: its target's training, its own seeds
-            return self.audit_replica_training(name, self._training_spec(replica[0]))
         # public_tokenizer says what the vocabulary check reads, nothing the trainer takes (nor a change to retrain for)
         spec = {key: value for key, value in self.models[name].items() if key != "public_tokenizer"}
         return {"text": self.corpus_table(spec["corpus"]), "settings": spec, "init": spec.get("init")}

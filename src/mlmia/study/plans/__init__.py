@@ -5,10 +5,11 @@ here): the rules only turn a plan into paths and params (rules/*.smk), and each 
 declared here, once.
 
 The plans are the registry of studies (docs/adding_a_study.md): the tables spec's target groups
-(`all`, the paper's tables; `zoo`; `dp`, with the DP audit's own outputs: `groups`, `dp`), and each
-study in `STUDIES`: the embedded world (`world`), the shadow protocol on the MLM (`shadow`) and on a
-translation target (`shadow_mt`), canary exposure (`canaries`), d-exposure (`dexposure`), PHI
-extraction (`extraction`) and the audit cards over them all (`audit_cards`), one module each. `Study.plans()` holds those the config runs, and the
+(`all`, the paper's tables; `zoo`: `groups`), and each study in `STUDIES`: the embedded world
+(`world`), the shadow protocol on the MLM (`shadow`) and on a translation target (`shadow_mt`),
+canary exposure (`canaries`), d-exposure (`dexposure`), PHI extraction (`extraction`), the DP audit
+(`dp`, whose plan joins the tables spec's group `dp`) and the audit cards over them all
+(`audit_cards`), one module each. `Study.plans()` holds those the config runs, and the
 Snakefile includes the rule files they name (`Study.rule_files()`).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from mlmia.study.plans import canaries, cards, dexposure, extraction, shadow, world
+from mlmia.study.plans import canaries, cards, dexposure, dp, extraction, shadow, world
 from mlmia.study.plans.base import ALL, WORKFLOW_RULES, Caption, Plan, Registration, Resources, Shown
 from mlmia.study.plans.dp import DPTargets
 from mlmia.study.plans.groups import group_plan
@@ -34,6 +35,7 @@ STUDIES: dict[str, Registration] = {
         canaries.REGISTRATION,
         dexposure.REGISTRATION,
         extraction.REGISTRATION,
+        dp.REGISTRATION,
         cards.REGISTRATION,
     )
 }

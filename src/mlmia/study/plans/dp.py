@@ -1,11 +1,23 @@
 """The DP audit (`snakemake dp` with config `dp_audit`, rules/dp.smk; docs/dp.md): one audit and
 one check per DP target, the bounds, the one-run audit, the findings and the privacy-utility figure
-in results/<run>/dp/. Its named target is the tables spec's group `dp` (`mlmia.study.plans.groups`),
-whose tables join the audit's outputs."""
+in results/<run>/dp/. A study like the others (`REGISTRATION`): its named target is the tables
+spec's group `dp`, whose tables join the audit's outputs (`dp_study_plan`), and the models it
+trains are the DP targets' audit replicas.
+
+What each target's audit attacks (`audit_plan`): the targets are those of the metrics tables of the
+tables spec's group ``dp`` (their columns' experiments), one experiment per target, at sample level;
+each experiment's attacks are every attack its attack table holds (`Study.experiment_attacks`). The
+utility reads the target's masked and normalized energies from the same attack table, so the
+experiment's attacks must read both (the zoo's rows do: likelihood_ratio_normalized)."""
 
 from __future__ import annotations
 
-from mlmia.study.plans.base import Caption, Plan, shown
+from dataclasses import replace
+
+from mlmia.attacks.base import input_column
+from mlmia.core.errors import UserError
+from mlmia.study.plans.base import Caption, Plan, Registration, shown
+from mlmia.study.plans.groups import group_plan
 from mlmia.terms.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS, audit_run
 from mlmia.terms.spec import DP_GROUP
 
@@ -87,9 +99,7 @@ class DPTargets:
 def dp_plan(study) -> Plan:
     """The DP audit's part of `snakemake dp` (with `dp_audit`): one audit and one check per DP target, the
     bounds, the one-run audit, the findings and the privacy-utility figure in results/<run>/dp/;
-    `settings["audits"]` what each target's audit attacks (`mlmia.defences.workflow.audit_plan`)."""
-    from mlmia.defences.workflow import audit_plan
-
+    `settings["audits"]` what each target's audit attacks (`audit_plan`)."""
     bounds = {key: study.path("dp", file) for key, file in DP_FILES.items()}
     figure = {"png": study.path("dp", "privacy_utility.png"), "pdf": study.path("dp", "privacy_utility.pdf")}
     targets = study.dp_targets()
@@ -128,3 +138,74 @@ def dp_plan(study) -> Plan:
             "over all targets."
         ),
     )
+
+
+def audit_plan(study) -> dict[str, dict]:
+    """{target: {"experiment", "dataset", "model_dir", "attacks": {name: parameters},
+    "masked_column", "normalized_column", "reference_column"}} in the order of the dp group's table
+    columns; reference_column: the reference's masked energy where an attack reads it (the utility's
+    paired comparison with the public model), else None."""
+    plan: dict[str, dict] = {}
+    for table in study.tables:
+        if study.group(table) != DP_GROUP or study.kind(table) != "metrics":
+            continue
+        for name in study.table_experiments(table):
+            experiment = study.experiments[name]
+            where = f"{study.spec_name}: table {table!r}: experiment {name!r}"
+            if experiment.level != "sample":
+                raise UserError(f"{where}: the DP audit bounds samples; level {experiment.level!r} is not offered")
+            known = plan.get(experiment.target)
+            if known is not None and known["experiment"] != name:
+                raise UserError(
+                    f"{where}: target {experiment.target!r} is already audited by experiment {known['experiment']!r}"
+                )
+            read = study.attack_columns(name).get("target", [])
+            columns = {}
+            for kind in ("masked", "normalized"):
+                column = "energy" if experiment.energy == kind else f"energy@{kind}"
+                if column not in read:
+                    raise UserError(
+                        f"{where}: its attacks read no {kind} energy of the target, which the utility needs "
+                        f"(add a row of an attack that does, e.g. likelihood_ratio_normalized)"
+                    )
+                columns[f"{kind}_column"] = input_column("target", column)
+                if kind == "masked":
+                    reference = column in study.attack_columns(name).get("reference", [])
+                    columns["reference_column"] = input_column("reference", column) if reference else None
+            attacks = study.experiment_attacks(name)
+            plan[experiment.target] = {
+                "experiment": name,
+                "dataset": experiment.dataset,
+                "model_dir": study.model_dir(experiment.target),
+                "attacks": {attack: study.attack_params(attack) for attack in attacks},
+                **columns,
+            }
+    if not plan:
+        raise UserError(
+            f"config key dp_audit: {study.spec_name} has no metrics table of group {DP_GROUP!r} (its columns name "
+            "the experiments that attack the DP targets)"
+        )
+    return plan
+
+
+def dp_study_plan(study) -> Plan:
+    """`snakemake dp`: the tables spec's group `dp` (its tables, figures and findings) and the DP
+    audit's own outputs (`dp_plan`), which its rules write with or without the group's tables."""
+    tables, audit = group_plan(study, DP_GROUP), dp_plan(study)
+    return replace(audit, targets=tables.targets + audit.targets, rules=(*tables.rules, *audit.rules))
+
+
+def _replica_training(study, name: str) -> dict:
+    """How audit replica `name` trains: its target's training in its run's settings."""
+    target, _ = study.audit_replicas()[name]
+    return study.audit_replica_training(name, study.training_spec(target))
+
+
+#: with `dp_audit` (without it the tables spec's group dp is left out, `Study`)
+REGISTRATION = Registration(
+    DP_GROUP,
+    lambda study: DP_GROUP in study.groups(),
+    dp_study_plan,
+    models=lambda study: list(study.audit_replicas()),
+    training=_replica_training,
+)
