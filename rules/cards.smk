@@ -2,23 +2,14 @@
 # experiment of the tables spec targets), a report over the attack table of one of its experiments
 # and the outputs of the studies the config runs for it (mlmia.report.cards; docs/audit_cards.md).
 # The plan (mlmia.study.plans.cards): the audited models, each card's experiment, sections and inputs.
-from mlmia.study.plans.cards import CARD_ITEM, CATEGORY, ROC_ITEM
+from mlmia.study.plans.cards import CARD_ITEM, CATEGORY, ROC_ITEM, card_inputs
 
 CARDS = STUDY.plan("audit_cards")
 
 
-def card_inputs(wildcards):
-    """What a model's audit card reads (rules/cards.smk, whose plan is CARDS): the files its plan
-    names, and the model's own directory (its digest is the card's provenance) unless it is a hub id.
-    """
-    model = wildcards.model
-    own = model_input_of(model)
-    return CARDS.files["inputs"][model] | ({"model": own} if own else {})
-
-
 rule audit_card:
     input:
-        unpack(card_inputs),
+        unpack(lambda wildcards: card_inputs(STUDY, CARDS, wildcards.model)),
     output:
         card=report_flag(
             CARDS.files["card"],

@@ -145,8 +145,7 @@ def train_inputs(wildcards):
 
 def model_input_of(model):
     """A model's directory as an input file, unless the model is a hub id."""
-    path = STUDY.model_dir(model)
-    return [] if is_hub_id(path) else path
+    return STUDY.model_input(model)
 
 
 def model_input(wildcards):

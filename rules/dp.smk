@@ -4,35 +4,15 @@
 # target that fails the run in one line when its audit finds the DP claim broken, and the
 # tables, findings and privacy-utility figure over all targets.
 # The plan (mlmia.study.plans.dp): what each target's audit attacks (its audit_plan).
+from mlmia.study.plans.dp import dp_audit_inputs
+
 DP = STUDY.plan("dp")
 DP_TARGETS = DP.settings["targets"]
 
 
-def dp_audit_inputs(wildcards):
-    """What a DP target's audit reads (rules/dp.smk, whose plan is DP): its model; its audit
-    replicas, runs 2 .. k of dp_audit.gradient_canaries.runs (none with one run); its token
-    canaries when it trained on them; its attack table, metrics and samples when the tables
-    spec's group dp attacks it (the dp plan's audits)."""
-    target = wildcards.target
-    inputs = {"model": model_input_of(target)}
-    replicas = STUDY.audit_replicas(target)
-    if replicas:
-        inputs["replicas"] = [STUDY.model_dir(name) for name in replicas]
-    if target in DP.settings["one_run_targets"]:
-        inputs["canaries"] = result(ONE_RUN_CANARIES)
-    if target in DP.settings["audits"]:
-        item = DP.settings["audits"][target]
-        inputs |= {
-            "attack": result(f"attack/{item['experiment']}.parquet"),
-            "metrics": result(f"metrics/{item['experiment']}.parquet"),
-            "samples": samples_path(item["dataset"]),
-        }
-    return inputs
-
-
 rule dp_audit:
     input:
-        unpack(dp_audit_inputs),
+        unpack(lambda wildcards: dp_audit_inputs(STUDY, DP, wildcards.target)),
     output:
         DP.files["record"],
     log:

@@ -3,25 +3,9 @@
 # it and read back by the target and a reference (mlmia.memorization.extraction). Counts and
 # rates only. The plan (mlmia.study.plans.extraction): the models read back, the settings,
 # rates, table, figure, findings.
+from mlmia.study.plans.extraction import tokenizer_source, vocabulary_inputs
+
 EXTRACT = STUDY.plan("extraction")
-
-
-def tokenizer_source(model):
-    """The tokenizer a model ships with: the one its config names (`models.<name>.tokenizer`), else
-    its own directory's (or hub id's)."""
-    return STUDY.model_tokenizer(model) or STUDY.model_dir(model)
-
-
-def vocabulary_inputs(wildcards):
-    """What one model's vocabulary check reads (rules/extraction.smk, whose plan is EXTRACT): the
-    identifying values (none for a tokenizer the config marks public: nothing is counted), and its
-    tokenizer's directory or file unless that is a hub id.
-    """
-    source = tokenizer_source(wildcards.model)
-    tokenizer = {} if is_hub_id(source) else {"tokenizer": source}
-    if STUDY.public_tokenizer(wildcards.model):
-        return tokenizer
-    return {"identifiers": EXTRACT.files["identifiers"]} | tokenizer
 
 
 # the values themselves (the world's, or the user's file): temporary, so that no file the
@@ -111,7 +95,7 @@ rule extraction_identifiers:
 
 rule extraction_vocabulary:
     input:
-        unpack(vocabulary_inputs),
+        unpack(lambda wildcards: vocabulary_inputs(STUDY, EXTRACT, wildcards.model)),
     output:
         EXTRACT.files["vocabulary"],
     log:
@@ -122,7 +106,7 @@ rule extraction_vocabulary:
         "../envs/mlmia.yaml"
     params:
         settings=EXTRACT.settings["vocabulary"],
-        tokenizer=lambda wildcards: tokenizer_source(wildcards.model),
+        tokenizer=lambda wildcards: tokenizer_source(STUDY, wildcards.model),
         public=lambda wildcards: STUDY.public_tokenizer(wildcards.model),
         code=library_code("extraction_vocabulary.py"),
     script:

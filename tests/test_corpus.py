@@ -178,7 +178,7 @@ def test_the_mimic_population_changes_no_other_row_of_the_world_or_of_the_sample
     selected sample tables (plain and Base-b's), are the same but for the population's rows,
     which come last; so every paper table, which reads none of them, is unchanged."""
     config = yaml.safe_load((REPO / "config" / "ci.yaml").read_text())
-    corpus, samples = resolved(config["corpus"], "corpus"), config["samples"]
+    corpus, samples = resolved(config["corpus"], "corpus"), resolved(config["samples"], "samples")
     assert corpus["mimic"]["population_patients"] > 0 and list(samples["counts"]["population"])[-1] == "mimic"
     without = {**corpus, "mimic": {**corpus["mimic"], "population_patients": 0}}
     old, new = build_world(without), build_world(corpus)

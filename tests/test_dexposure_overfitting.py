@@ -16,6 +16,7 @@ from workflow_helpers import REPO
 from mlmia.memorization import dexposure as dx
 from mlmia.memorization import overfitting as of
 from mlmia.terms.schema import defaults as schema_defaults
+from mlmia.terms.schema import schema_path, validate
 
 T_975_2DF = 4.302652729911275  # the 97.5% quantile of Student's t with 2 degrees of freedom
 EPOCHS = [2, 4, 6, 8, 10]
@@ -151,7 +152,7 @@ def test_designs_from_the_schema_defaults():
                                         "fraction": 1.0}  # fmt: skip
     assert dx.main_runs(defaults) == [(s, r) for s in range(3) for r in (0, 4, 16, 64, 128, 256)]
     # the CI world: two overfitting seeds, few epochs
-    ci = yaml.safe_load((REPO / "config" / "ci.yaml").read_text())["dexposure"]
-    assert len(of.overfit_runs({**defaults, **ci})) == 2
+    ci = validate(yaml.safe_load((REPO / "config" / "ci.yaml").read_text()), schema_path("config"))["dexposure"]
+    assert len(of.overfit_runs(ci)) == 2
     assert of.overfit_checkpoints(ci["overfit"]) == [3, 6, 9, 12]
     assert of.overfit_checkpoints({"epochs": 7, "every": 3}) == [3, 6, 7]

@@ -79,7 +79,7 @@ def test_the_package_ships_its_subpackages_py_typed_schemas_and_word_lists():
     found = set(setuptools.find_packages(str(REPO / "src")))
     stages = {
         "core",
-        "vocabulary",
+        "terms",
         "world",
         "data",
         "models",
@@ -92,14 +92,14 @@ def test_the_package_ships_its_subpackages_py_typed_schemas_and_word_lists():
     }
     assert {f"mlmia.{stage}" for stage in stages} <= found
     data = PYPROJECT["tool"]["setuptools"]["package-data"]["mlmia"]
-    assert data == ["py.typed", "vocabulary/schemas/*.schema.yaml", "world/data/*.txt"]
+    assert data == ["py.typed", "terms/schemas/*.schema.yaml", "world/data/*.txt"]
     assert (REPO / "src" / "mlmia" / "py.typed").exists()
     # the library reads the schemas' defaults: the installed package has every one it names
     shipped = {path.name for pattern in data for path in (REPO / "src" / "mlmia").glob(pattern)}
     assert {schema_path(name).name for name in ("config", "tables")} <= shipped
     # the workflow's config/schema, where users look, is a link to them, not a copy
     link = REPO / "config" / "schema"
-    assert link.is_symlink() and link.resolve() == (REPO / "src" / "mlmia" / "vocabulary" / "schemas").resolve()
+    assert link.is_symlink() and link.resolve() == (REPO / "src" / "mlmia" / "terms" / "schemas").resolve()
     # the embedded world's word lists (mlmia.world.lexicon.word_list): every data file matches a pattern
     package = REPO / "src" / "mlmia"
     words = [path.relative_to(package) for path in (package / "world" / "data").iterdir()]

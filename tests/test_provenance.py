@@ -129,19 +129,16 @@ def test_a_registry_that_loads_its_package_by_name_brings_every_module_of_it(tmp
 
 
 def test_package_data_a_module_reads_counts_as_its_code(tmp_path):
-    # the trainers' defaults live in the config schema (mlmia.terms.schema reads it): an edit to
-    # it changes the digest of a step that trains, not of one that never reads the schema
+    # the world's word lists are package data (mlmia.world.lexicon reads them): an edit to one
+    # changes the digest of a step that builds the world, not of one that never reads them
     shutil.copytree(REPO / "src" / "mlmia", tmp_path / "mlmia", ignore=shutil.ignore_patterns("__pycache__"))
-    train, join = SCRIPTS / "train_model.py", SCRIPTS / "join_scores.py"
-    assert "mlmia.terms.schema" in import_closure(train)
-    assert "mlmia.terms.schema" not in import_closure(join)
-    before = {script: _digest_with(tmp_path, script) for script in (train, join)}
-    schema = tmp_path / "mlmia" / "terms" / "schemas" / "config.schema.yaml"
-    text = schema.read_text()
-    assert "hidden_size: {type: integer, minimum: 8, default: 128," in text
-    schema.write_text(text.replace("hidden_size: {type: integer, minimum: 8, default: 128,",
-                                   "hidden_size: {type: integer, minimum: 8, default: 256,", 1))  # fmt: skip
-    assert _digest_with(tmp_path, train) != before[train]
+    build, join = SCRIPTS / "build_corpora.py", SCRIPTS / "join_scores.py"
+    assert "mlmia.world.lexicon" in import_closure(build)
+    assert "mlmia.world.lexicon" not in import_closure(join)
+    before = {script: _digest_with(tmp_path, script) for script in (build, join)}
+    words = tmp_path / "mlmia" / "world" / "data" / "months.txt"
+    words.write_text(words.read_text() + "Smarch\n")
+    assert _digest_with(tmp_path, build) != before[build]
     assert _digest_with(tmp_path, join) == before[join]
 
 

@@ -182,6 +182,15 @@ class Study(Validation, ExperimentNeeds, Plans):
             raise UserError(f"config key models: {name!r} is not a configured model (models: {', '.join(self.models)})")
         return self.models[name].get("path", self.path(model_dir(name)))
 
+    def model_input(self, name: str) -> str | list:
+        """A model's directory as a rule's input; none ([]) for a hub id, nothing on disk to wait for."""
+        return self.local_input(self.model_dir(name))
+
+    @staticmethod
+    def local_input(path: str) -> str | list:
+        """A file or directory as a rule's input; none ([]) where it names a hub id."""
+        return [] if is_hub_id(path) else path
+
     def model_settings(self, name: str) -> dict:
         """A configured model's training settings: its entry without where it comes from, for a
         model that copies them (a reference, a shadow model). The DP audit's gradient canaries

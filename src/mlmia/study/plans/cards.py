@@ -247,6 +247,13 @@ def cards_plan(study) -> Plan:
     )
 
 
+def card_inputs(study, plan: Plan, model: str) -> dict:
+    """What a model's audit card reads (rules/cards.smk; `plan`: the cards'): the files the plan
+    names, and the model's own directory (its digest is the card's provenance) unless it is a hub id."""
+    own = study.model_input(model)
+    return plan.files["inputs"][model] | ({"model": own} if own else {})
+
+
 #: the config's sections a card's numbers are made from (its inputs' and its own settings): the
 #: world or the user's files, the models, their scores, attacks and metrics, and the studies a
 #: card reports. A section left out (the shadow studies, d-exposure, the figures' style, a study

@@ -18,7 +18,7 @@ from mlmia.attacks.base import input_column
 from mlmia.core.errors import UserError
 from mlmia.study.plans.base import Caption, Plan, Registration, shown
 from mlmia.study.plans.groups import group_plan
-from mlmia.terms.layout import CANARY_TOKENIZER, ONE_RUN_CORPUS, audit_run
+from mlmia.terms.layout import CANARY_TOKENIZER, ONE_RUN_CANARIES, ONE_RUN_CORPUS, audit_run, samples
 from mlmia.terms.spec import DP_GROUP
 
 RULES = "rules/dp.smk"
@@ -186,6 +186,27 @@ def audit_plan(study) -> dict[str, dict]:
             "the experiments that attack the DP targets)"
         )
     return plan
+
+
+def dp_audit_inputs(study, plan: Plan, target: str) -> dict:
+    """What a DP target's audit job reads (rules/dp.smk; `plan`: the DP study's): its model; its
+    audit replicas, runs 2 .. k of dp_audit.gradient_canaries.runs (none with one run); its token
+    canaries when it trained on them; its attack table, metrics and samples when the tables spec's
+    group dp attacks it (the plan's audits)."""
+    inputs = {"model": study.model_input(target)}
+    replicas = study.audit_replicas(target)
+    if replicas:
+        inputs["replicas"] = [study.model_dir(name) for name in replicas]
+    if target in plan.settings["one_run_targets"]:
+        inputs["canaries"] = study.path(ONE_RUN_CANARIES)
+    if target in plan.settings["audits"]:
+        item = plan.settings["audits"][target]
+        inputs |= {
+            "attack": study.path("attack", f"{item['experiment']}.parquet"),
+            "metrics": study.path("metrics", f"{item['experiment']}.parquet"),
+            "samples": study.path(samples(item["dataset"])),
+        }
+    return inputs
 
 
 def dp_study_plan(study) -> Plan:

@@ -82,6 +82,23 @@ def extraction_plan(study) -> Plan:
     )
 
 
+def tokenizer_source(study, model: str) -> str:
+    """The tokenizer a model ships with: the one its config names (`models.<name>.tokenizer`), else
+    its own directory's (or hub id's)."""
+    return study.model_tokenizer(model) or study.model_dir(model)
+
+
+def vocabulary_inputs(study, plan: Plan, model: str) -> dict:
+    """What one model's vocabulary check reads (rules/extraction.smk; `plan`: the extraction's): the
+    identifying values (none for a tokenizer the config marks public: nothing is counted), and its
+    tokenizer's directory or file unless that is a hub id."""
+    source = study.local_input(tokenizer_source(study, model))
+    tokenizer = {"tokenizer": source} if source else {}
+    if study.public_tokenizer(model):
+        return tokenizer
+    return {"identifiers": plan.files["identifiers"]} | tokenizer
+
+
 #: the embedded world's patients, or a user's PHI table
 REGISTRATION = Registration(
     "extraction", lambda study: "corpus" in study.config or bool(study.config["extraction"].get("phi")), extraction_plan
