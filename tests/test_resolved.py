@@ -96,10 +96,9 @@ def restated_defaults(path) -> list[str]:
 
 def test_restated_defaults_are_found(tmp_path):
     # the case that must make the check fail: a default written out; and one a run sets apart
-    text = (REPO / "config" / "ci.yaml").read_text()
-    assert "\nfigure_style: {dpi: 80}\n" in text  # dpi is CI's own; paper below the default
+    text = (REPO / "config" / "paper_scores.yaml").read_text()  # the smallest shipped config
     written = tmp_path / "config.yaml"
-    written.write_text(text.replace("\nfigure_style: {dpi: 80}\n", "\nfigure_style: {dpi: 80, context: paper}\n"))
+    written.write_text(text + "figure_style: {dpi: 80, context: paper}\n")  # dpi set apart, paper the default
     assert restated_defaults(written) == ["figure_style.context"]
     written.write_text(written.read_text().replace("context: paper}", f"context: paper}}  # {KEPT}"))
     assert restated_defaults(written) == []
