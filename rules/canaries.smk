@@ -152,7 +152,7 @@ rule one_run_canaries:
     output:
         canaries=result(ONE_RUN_CANARIES),
         text=STUDY.corpus_table(ONE_RUN_CORPUS),
-        tokenizer=directory(STUDY.canary_tokenizer()),
+        tokenizer=directory(result(CANARY_TOKENIZER)),
     log:
         result("logs/canaries/one_run.log"),
     conda:

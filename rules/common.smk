@@ -10,6 +10,7 @@ from mlmia.core.provenance import import_closure, script_digest
 from mlmia.data.datasets import dataset_paths
 from mlmia.data.importing import files_from_config
 from mlmia.terms.layout import (
+    CANARY_TOKENIZER,
     CORPORA,
     ONE_RUN_CANARIES,
     REFERENCE_SPLITS,

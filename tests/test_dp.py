@@ -48,7 +48,7 @@ from mlmia.defences.token_canaries import (
 from mlmia.models.objectives import MaskedBatch
 from mlmia.models.objectives.bert_mlm import BertMLM
 from mlmia.models.tokenizer import train_tokenizer
-from mlmia.study.plans.dp import audit_plan
+from mlmia.study.plans.dp import audit_plan, dp_audit_outputs, dp_targets, one_run_targets
 from mlmia.study.study import Study
 
 TEXTS = [
@@ -855,8 +855,8 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
     assert plan["dp_eps8"]["reference_column"] == "reference_energy"  # the public model's masked energy
     # every DP model is audited, trained with the gradient canaries and the canaries' tokenizer; its
     # check job's mark is what `snakemake dp` asks for; the other models train as before
-    assert ci.dp_targets() == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"] == ci.one_run_targets()
-    assert {ci.dp_audit_outputs(t)["passed"] for t in ci.dp_targets()} <= set(ci.targets("dp"))
+    assert dp_targets(ci) == ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"] == one_run_targets(ci)
+    assert {dp_audit_outputs(ci, t)["passed"] for t in dp_targets(ci)} <= set(ci.targets("dp"))
     assert ci.training_spec("dp_eps8")["settings"]["dp"]["canaries"] == {"count": 500, "sentinels": 64, "norm": 10.0,
                                                                          "seed": 0}  # fmt: skip
     assert ci.training_tokenizer("dp_eps8") == "results/ci/models/tokenizer_canaries"
@@ -867,14 +867,14 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
     # the faults overlay adds one faulty target of each kind at a claimed epsilon of 1, audited but not attacked
     faulty = Study.from_config({**load("ci.yaml"), "models": {**load("ci.yaml")["models"],
                                                               **load("dp_faults.yaml")["models"]}}, REPO)  # fmt: skip
-    added = [t for t in faulty.dp_targets() if t not in ci.dp_targets()]
+    added = [t for t in dp_targets(faulty) if t not in dp_targets(ci)]
     assert sorted(faulty.models[t]["dp"]["fault"] for t in added) == sorted(FAULTS)
     assert all(faulty.models[t]["dp"]["epsilon"] == 1 for t in added) and list(audit_plan(faulty)) == list(plan)
     # without dp_audit (e.g. config/paper.yaml) the group and the experiments only it reads are left out
     config = load("ci.yaml")
     del config["dp_audit"]
     plain = Study.from_config(config, REPO)
-    assert "dp" not in plain.groups() and "table_dp" not in plain.tables and plain.dp_targets() == []
+    assert "dp" not in plain.groups() and "table_dp" not in plain.tables and dp_targets(plain) == []
     assert not [e for e in plain.experiments if e.startswith("dp_")] and "base_long_mimic" in plain.experiments
 
 

@@ -27,7 +27,7 @@ from mlmia.defences.report import (
     one_run_table,
 )
 from mlmia.metrics.privacy_bounds import fdp_one_run_epsilon
-from mlmia.study.plans.dp import audit_run_settings
+from mlmia.study.plans.dp import audit_replicas, audit_run_settings, audit_runs, dp_targets
 from mlmia.study.study import Study
 
 SETTINGS = {"confidence": 0.95, "check_level": 1e-6, "canaries": {"guess_share": 0.2, "count": 40},
@@ -49,9 +49,9 @@ def test_two_runs_plan_a_replica_of_each_dp_target_and_one_run_plans_what_it_did
     monkeypatch.chdir(REPO)
     shipped, one, two = ci(), ci(1), ci(2)
     targets = ["dp_none_ft", "dp_eps8", "dp_eps4", "dp_eps1"]
-    assert two.dp_targets() == targets and two.audit_runs() == 2
+    assert dp_targets(two) == targets and audit_runs(two.config) == 2
     replicas = {f"{t}~run2": (t, 2) for t in targets}
-    assert two.audit_replicas() == replicas and two.audit_replicas("dp_eps8") == {"dp_eps8~run2": ("dp_eps8", 2)}
+    assert audit_replicas(two) == replicas and audit_replicas(two, "dp_eps8") == {"dp_eps8~run2": ("dp_eps8", 2)}
     assert two.trained_models() == shipped.trained_models() + list(replicas)
     assert two.model_dir("dp_eps8~run2") == "results/ci/models/dp_eps8~run2"
     # a replica trains as its target, on its text, from its init, with its tokenizer; only its seeds differ
@@ -72,7 +72,7 @@ def test_two_runs_plan_a_replica_of_each_dp_target_and_one_run_plans_what_it_did
     assert not [name for name, experiment in two.experiments.items() if "~" in repr(experiment)]
     assert two.plan("dp").targets == shipped.plan("dp").targets
     # one run (the default) plans exactly what the config without the key plans
-    assert one.audit_replicas() == {} == shipped.audit_replicas() and one.audit_runs() == 1
+    assert audit_replicas(one) == {} == audit_replicas(shipped) and audit_runs(one.config) == 1
     assert one.trained_models() == shipped.trained_models()
     assert all(one.training_spec(m) == shipped.training_spec(m) for m in shipped.trained_models())
     assert {name: plan.targets for name, plan in one.plans().items()} == {

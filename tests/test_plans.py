@@ -14,6 +14,8 @@ import yaml
 from workflow_helpers import REPO
 
 from mlmia.study.plans import ALL, STUDIES, WORKFLOW_RULES, Caption, Plan
+from mlmia.study.plans.dp import dp_audit_outputs, dp_targets
+from mlmia.study.plans.shadow import shadow_models
 from mlmia.study.study import Study
 from mlmia.terms.layout import TOKENIZER
 
@@ -63,7 +65,7 @@ def test_the_shadow_plans_write_figure_7_and_both_findings_files(study):
         folder = f"results/{study.run}/{name}/"
         assert {f"{folder}figure7.png", f"{folder}figure7.pdf", f"{folder}findings.md", f"{folder}findings.csv",
                 f"{folder}tables.md", f"{folder}tables.csv"} == set(plan.targets)  # fmt: skip
-        models = study.shadow_mt_models() if name == "shadow_mt" else study.shadow_models()
+        models = shadow_models(study.config, name)
         names = plan.settings["names"]
         assert names[0] == "alice" and len(names) == len(models) == len(plan.files["features"])
         assert plan.settings["protocol"] == study.config[name]
@@ -125,8 +127,8 @@ def test_the_extraction_plan_reads_back_the_target_and_the_reference(study):
 
 def test_the_dp_plan_audits_every_dp_target_and_is_built_by_snakemake_dp(study):
     plan = study.plan("dp")
-    assert plan.settings["targets"] == study.dp_targets() and list(plan.settings["audits"]) == study.dp_targets()
-    passed = {study.dp_audit_outputs(t)["passed"] for t in study.dp_targets()}
+    assert plan.settings["targets"] == dp_targets(study) and list(plan.settings["audits"]) == dp_targets(study)
+    passed = {dp_audit_outputs(study, t)["passed"] for t in dp_targets(study)}
     assert passed and passed <= set(plan.targets)
     assert study.path("dp", "bounds.md") in plan.report and study.path("dp", "privacy_utility.png") in plan.report
     # the dp group's tables too

@@ -15,6 +15,7 @@ from mlmia.attacks import Attack, register
 from mlmia.attacks.protocols import MetricSettings, attack_metrics
 from mlmia.core.errors import UserError
 from mlmia.report.tables import render_table
+from mlmia.study.plans.dp import dp_targets
 from mlmia.study.study import Study
 
 SCHEMAS = REPO / "config" / "schema"  # the schemas' own defaults are read from here
@@ -523,7 +524,7 @@ def test_the_validated_config_is_resolved(in_repo):
 
     s = study()
     audit = s.config["dp_audit"]["gradient_canaries"]
-    assert s.dp_targets()
+    assert dp_targets(s)
     for name, entry in s.models.items():
         assert entry["precision"] in ("fp32", "bf16"), name
         if entry["dp"] is not None:

@@ -27,11 +27,13 @@ from mlmia.study.needs import ExperimentNeeds
 from mlmia.study.optional import without_optional
 from mlmia.study.plans import Plans, Resources
 from mlmia.study.plans.base import resources
+from mlmia.study.plans.dp import audit_replicas, gradient_canaries
 from mlmia.study.pools import ReferencePools
 from mlmia.study.resolve import resolve_config
 from mlmia.study.validation import Validation
 from mlmia.terms.experiment import NEIGHBOUR_SET, Experiment
 from mlmia.terms.layout import (
+    CANARY_TOKENIZER,
     CORPORA,
     ONE_RUN_CORPUS,
     RESULTS,
@@ -196,7 +198,7 @@ class Study(Validation, ExperimentNeeds, Plans):
         model that copies them (a reference, a shadow model). The DP audit's gradient canaries
         are the audited model's own: a copy trains without them."""
         settings = {k: v for k, v in self.models[name].items() if k not in NOT_SETTINGS}
-        if settings.get("dp") is not None and self.gradient_canaries() is not None:
+        if settings.get("dp") is not None and gradient_canaries(self.config) is not None:
             settings["dp"] = {**settings["dp"], "canaries": None}
         return settings
 
@@ -256,13 +258,13 @@ class Study(Validation, ExperimentNeeds, Plans):
 
     def training_tokenizer(self, name: str) -> str:
         """The tokenizer a trained model uses: for the DP targets trained on the one-run canaries,
-        the world's with the canaries' new tokens (`canary_tokenizer`); else the one of the model it
+        the world's with the canaries' new tokens (`mlmia.defences.token_canaries.canary_tokenizer`); else the one of the model it
         continues (a public checkpoint fine-tuned on the pool), else the embedded world's."""
-        replica = self.audit_replicas().get(name)
+        replica = audit_replicas(self).get(name)
         if replica is not None:  # an audit replica trains as its target does
             return self.training_tokenizer(replica[0])
         if name in self.models and self.models[name].get("corpus") == ONE_RUN_CORPUS:
-            return self.canary_tokenizer()
+            return self.path(CANARY_TOKENIZER)
         init = self.training_spec(name)["init"]
         return self.model_dir(init) if init else self.path(TOKENIZER)
 

@@ -19,9 +19,7 @@ from functools import cached_property
 
 from mlmia.study.plans import canaries, cards, dexposure, dp, extraction, shadow, world
 from mlmia.study.plans.base import ALL, WORKFLOW_RULES, Caption, Plan, Registration, Resources, Shown
-from mlmia.study.plans.dp import DPTargets
 from mlmia.study.plans.groups import group_plan
-from mlmia.study.plans.shadow import ShadowModels
 from mlmia.terms.spec import DEFAULT_GROUP
 
 __all__ = ["ALL", "STUDIES", "WORKFLOW_RULES", "Caption", "Plan", "Plans", "Registration", "Resources", "Shown"]
@@ -41,9 +39,9 @@ STUDIES: dict[str, Registration] = {
 }
 
 
-class Plans(ShadowModels, DPTargets):
-    """The plans of a study's configured studies, by named target (a part of `Study`), and the
-    study-specific parts of `Study` their modules hold."""
+class Plans:
+    """The plans of a study's configured studies, by named target (a part of `Study`); what only
+    one study computes stays in its plan module."""
 
     def groups(self) -> list[str]:
         """Every target group of the tables spec: `default` (what `snakemake` builds) and the named

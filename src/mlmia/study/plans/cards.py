@@ -10,7 +10,7 @@ attack table the workflow builds: `Study.attack_experiments`), in the spec's ord
   with the experiment's reference) and the strongest of that table's attacks;
 - PHI extraction: for the model `extraction.target`, when the extraction study runs;
 - canary exposure: for the model `canaries.shape`, whose shape and settings the canary target takes;
-- the DP audit: for a model with a `dp` setting that the DP audit audits (`Study.dp_targets`);
+- the DP audit: for a model with a `dp` setting that the DP audit audits (`mlmia.study.plans.dp.dp_targets`);
 - the vocabulary check: for every model, when the extraction study has identifying values (the
   embedded world's, or `extraction.phi`);
 - provenance: always.
@@ -23,6 +23,7 @@ from __future__ import annotations
 from mlmia.core.errors import UserError
 from mlmia.core.provenance import config_digest
 from mlmia.study.plans.base import Caption, Plan, Registration, Shown
+from mlmia.study.plans.dp import dp_audit_outputs, dp_targets
 
 RULES = "rules/cards.smk"
 #: the paper's attack, chosen before looking: the likelihood ratio with the experiment's reference
@@ -124,7 +125,7 @@ def _sections(study, model: str) -> dict[str, dict]:
     dp = study.models[model].get("dp")
     if dp is None:
         out["dp"] = {"run": False, "why": f"not a DP model (models.{model} has no dp setting)"}
-    elif model not in study.dp_targets():
+    elif model not in dp_targets(study):
         out["dp"] = {"run": False, "why": "a DP model that the DP audit does not audit (no dp_audit section)",
                      "claimed": dp.get("epsilon")}  # fmt: skip
     else:
@@ -148,7 +149,7 @@ def _card_inputs(study, model: str, experiment: str, sections: dict) -> dict[str
         inputs |= {"canary_exposure": study.path("canaries", "exposure_table.csv"),
                    "canary_membership": study.path("canaries", "membership.csv")}  # fmt: skip
     if sections["dp"]["run"]:
-        inputs["dp_record"] = study.dp_audit_outputs(model)["record"]
+        inputs["dp_record"] = dp_audit_outputs(study, model)["record"]
     if sections["vocabulary"]["run"]:
         inputs["vocabulary"] = study.path("extraction", "vocabulary", f"{model}.csv")
     return inputs

@@ -18,7 +18,7 @@ from mlmia.attacks.base import input_column
 from mlmia.core.errors import UserError
 from mlmia.study.plans.base import Caption, Plan, Registration, shown
 from mlmia.study.plans.groups import group_plan
-from mlmia.terms.layout import CANARY_TOKENIZER, ONE_RUN_CANARIES, ONE_RUN_CORPUS, audit_run, samples
+from mlmia.terms.layout import ONE_RUN_CANARIES, ONE_RUN_CORPUS, audit_run, samples
 from mlmia.terms.spec import DP_GROUP
 
 RULES = "rules/dp.smk"
@@ -49,51 +49,38 @@ def audit_run_settings(settings: dict, run: int) -> dict:
     return {**settings, "seed": settings["seed"] + run - 1, "dp": dp}
 
 
-class DPTargets:
-    """The DP audit's targets and what they train with (a part of `Study`)."""
+def dp_targets(study) -> list[str]:
+    """The models the DP audit audits: every configured model with a dp setting (with dp_audit)."""
+    if not study.config.get("dp_audit"):
+        return []
+    return [name for name, spec in study.models.items() if spec.get("dp") is not None and "path" not in spec]
 
-    def dp_targets(self) -> list[str]:
-        """The models the DP audit audits: every configured model with a dp setting (with dp_audit)."""
-        if not self.config.get("dp_audit"):
-            return []
-        return [name for name, spec in self.models.items() if spec.get("dp") is not None and "path" not in spec]
 
-    def dp_audit_outputs(self, target: str) -> dict[str, str]:
-        """A DP target's audit record (its job never fails on a finding) and the mark its check job
-        leaves when the target passes (the job that fails the run)."""
-        return {"record": self.path("dp", "audit", f"{target}.json"),
-                "passed": self.path("dp", "audit", f"{target}.passed")}  # fmt: skip
+def dp_audit_outputs(study, target: str) -> dict[str, str]:
+    """A DP target's audit record (its job never fails on a finding) and the mark its check job
+    leaves when the target passes (the job that fails the run)."""
+    return {"record": study.path("dp", "audit", f"{target}.json"),
+            "passed": study.path("dp", "audit", f"{target}.passed")}  # fmt: skip
 
-    def one_run_targets(self) -> list[str]:
-        """The DP targets trained on the one-run audit's canaries (corpus dp_private)."""
-        return [name for name in self.dp_targets() if self.models[name].get("corpus") == ONE_RUN_CORPUS]
 
-    def gradient_canaries(self) -> dict | None:
-        """The gradient canaries every DP model trains with (`gradient_canaries`)."""
-        return gradient_canaries(self.config)
+def one_run_targets(study) -> list[str]:
+    """The DP targets trained on the one-run audit's canaries (corpus dp_private)."""
+    return [name for name in dp_targets(study) if study.models[name].get("corpus") == ONE_RUN_CORPUS]
 
-    def audit_runs(self) -> int:
-        """How many training runs of each DP target the white-box audit pools
-        (`dp_audit.gradient_canaries.runs`; 1 without the DP audit or without gradient canaries)."""
-        settings = (self.config.get("dp_audit") or {}).get("gradient_canaries") or {}
-        return int(settings["runs"]) if settings.get("count") else 1
 
-    def audit_replicas(self, target: str | None = None) -> dict[str, tuple[str, int]]:
-        """The DP targets' audit replicas the workflow trains ({name: (target, run)}, runs 2 .. k of
-        `audit_runs`; of one `target` only, or of every DP target): none with runs = 1."""
-        runs = self.audit_runs()
-        targets = self.dp_targets() if target is None else [target]
-        return {audit_run(name, run): (name, run) for name in targets for run in range(2, runs + 1)}
+def audit_runs(config: dict) -> int:
+    """How many training runs of each DP target the white-box audit pools
+    (`dp_audit.gradient_canaries.runs`; 1 without the DP audit or without gradient canaries)."""
+    settings = (config.get("dp_audit") or {}).get("gradient_canaries") or {}
+    return int(settings["runs"]) if settings.get("count") else 1
 
-    def audit_replica_training(self, name: str, spec: dict) -> dict:
-        """Replica `name`'s training: its target's (`spec`, with the canaries) in its run's settings
-        (`audit_run_settings`)."""
-        _, run = self.audit_replicas()[name]
-        return {**spec, "settings": audit_run_settings(spec["settings"], run)}
 
-    def canary_tokenizer(self) -> str:
-        """The world's tokenizer with the new tokens of every one-run canary (mlmia.defences.token_canaries)."""
-        return self.path(CANARY_TOKENIZER)
+def audit_replicas(study, target: str | None = None) -> dict[str, tuple[str, int]]:
+    """The DP targets' audit replicas the workflow trains ({name: (target, run)}, runs 2 .. k of
+    `audit_runs`; of one `target` only, or of every DP target): none with runs = 1."""
+    runs = audit_runs(study.config)
+    targets = dp_targets(study) if target is None else [target]
+    return {audit_run(name, run): (name, run) for name in targets for run in range(2, runs + 1)}
 
 
 def dp_plan(study) -> Plan:
@@ -102,8 +89,8 @@ def dp_plan(study) -> Plan:
     `settings["audits"]` what each target's audit attacks (`audit_plan`)."""
     bounds = {key: study.path("dp", file) for key, file in DP_FILES.items()}
     figure = {"png": study.path("dp", "privacy_utility.png"), "pdf": study.path("dp", "privacy_utility.pdf")}
-    targets = study.dp_targets()
-    audits = {target: study.dp_audit_outputs(target) for target in targets}
+    targets = dp_targets(study)
+    audits = {target: dp_audit_outputs(study, target) for target in targets}
     report = shown(bounds, {"bounds_md": "bounds", "one_run_md": "one-run audit", "findings_md": "findings"},
                    "DP audit")  # fmt: skip
     report |= shown(figure, {"png": "privacy-utility figure"}, "DP audit")
@@ -116,14 +103,14 @@ def dp_plan(study) -> Plan:
         outputs={"bounds": bounds, "figure": figure},
         files={
             "records": [audit["record"] for audit in audits.values()],
-            "record": study.dp_audit_outputs("{target}")["record"],
-            "passed": study.dp_audit_outputs("{target}")["passed"],
+            "record": dp_audit_outputs(study, "{target}")["record"],
+            "passed": dp_audit_outputs(study, "{target}")["passed"],
         },
         settings={
             "audit": audit_settings,
             "targets": targets,
             "audits": audit_plan(study) if audit_settings else {},
-            "one_run_targets": study.one_run_targets(),
+            "one_run_targets": one_run_targets(study),
             "bootstrap": {"bootstrap": metrics["bootstrap"], "seed": metrics["seed"]},
             "fpr": audit_settings.get("fpr"),
             "style": study.figure_style,
@@ -194,7 +181,7 @@ def dp_audit_inputs(study, plan: Plan, target: str) -> dict:
     canaries when it trained on them; its attack table, metrics and samples when the tables spec's
     group dp attacks it (the plan's audits)."""
     inputs = {"model": study.model_input(target)}
-    replicas = study.audit_replicas(target)
+    replicas = audit_replicas(study, target)
     if replicas:
         inputs["replicas"] = [study.model_dir(name) for name in replicas]
     if target in plan.settings["one_run_targets"]:
@@ -217,9 +204,11 @@ def dp_study_plan(study) -> Plan:
 
 
 def _replica_training(study, name: str) -> dict:
-    """How audit replica `name` trains: its target's training in its run's settings."""
-    target, _ = study.audit_replicas()[name]
-    return study.audit_replica_training(name, study.training_spec(target))
+    """How audit replica `name` trains: its target's training (with the canaries) in its run's
+    settings (`audit_run_settings`)."""
+    target, run = audit_replicas(study)[name]
+    spec = study.training_spec(target)
+    return {**spec, "settings": audit_run_settings(spec["settings"], run)}
 
 
 #: with `dp_audit` (without it the tables spec's group dp is left out, `Study`)
@@ -227,6 +216,6 @@ REGISTRATION = Registration(
     DP_GROUP,
     lambda study: DP_GROUP in study.groups(),
     dp_study_plan,
-    models=lambda study: list(study.audit_replicas()),
+    models=lambda study: list(audit_replicas(study)),
     training=_replica_training,
 )

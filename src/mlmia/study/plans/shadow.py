@@ -25,41 +25,33 @@ SHADOW_FILES = {"tables_md": "tables.md", "tables_csv": "tables.csv", "figure_pn
 PREFIXES = {"shadow": SHADOW_PREFIX, "shadow_mt": SHADOW_MT_PREFIX}
 
 
-class ShadowModels:
-    """The shadow protocols' models (a part of `Study`)."""
+def shadow_training_spec(study, name: str) -> dict:
+    """How a shadow MLM trains (rules/train.smk; `Study.training_spec`): on its training text,
+    Alice with the shape of the model `shadow.alice` names, Bob's shadows with the shape
+    `shadow.bob` names (the shape Bob guesses), each shadow with its own seed."""
+    from mlmia.shadow.split import shadow_model_settings
 
-    def shadow_models(self) -> list[str]:
-        """The shadow protocol's models (config `shadow`): Alice's target and Bob's shadows."""
-        return _models(self.config, "shadow")
-
-    def shadow_mt_models(self) -> list[str]:
-        """The translation target's encoder-decoders (config `shadow_mt`): Alice's and Bob's shadows."""
-        return _models(self.config, "shadow_mt")
-
-    def shadow_training_spec(self, name: str) -> dict:
-        """How a shadow MLM trains (rules/train.smk; `Study.training_spec`): on its training text,
-        Alice with the shape of the model `shadow.alice` names, Bob's shadows with the shape
-        `shadow.bob` names (the shape Bob guesses), each shadow with its own seed."""
-        from mlmia.shadow.split import shadow_model_settings
-
-        who = name[len(SHADOW_PREFIX) :]
-        shape = self.config["shadow"]["alice" if who == "alice" else "bob"]
-        given = self.model_settings(shape)  # resolved: its seed is there
-        settings = shadow_model_settings(given, who, seed=given["seed"])
-        return {"text": self.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
-
-    def shadow_mt_settings(self, name: str) -> dict:
-        """A translation model's settings: Alice's `shadow_mt.model`, Bob's shadows that with
-        `shadow_mt.shadow_model` over it (the shape Bob guesses)."""
-        from mlmia.shadow.split import shadow_model_settings
-
-        spec = self.config["shadow_mt"]
-        who = name.removeprefix(SHADOW_MT_PREFIX)
-        settings = spec["model"] if who == "alice" else {**spec["model"], **spec["shadow_model"]}
-        return shadow_model_settings(settings, who, seed=settings["seed"])
+    who = name[len(SHADOW_PREFIX) :]
+    shape = study.config["shadow"]["alice" if who == "alice" else "bob"]
+    given = study.model_settings(shape)  # resolved: its seed is there
+    settings = shadow_model_settings(given, who, seed=given["seed"])
+    return {"text": study.path("shadow", f"{who}.text.parquet"), "settings": settings, "init": None}
 
 
-def _models(config: dict, section: str) -> list[str]:
+def shadow_mt_settings(config: dict, name: str) -> dict:
+    """A translation model's settings: Alice's `shadow_mt.model`, Bob's shadows that with
+    `shadow_mt.shadow_model` over it (the shape Bob guesses)."""
+    from mlmia.shadow.split import shadow_model_settings
+
+    spec = config["shadow_mt"]
+    who = name.removeprefix(SHADOW_MT_PREFIX)
+    settings = spec["model"] if who == "alice" else {**spec["model"], **spec["shadow_model"]}
+    return shadow_model_settings(settings, who, seed=settings["seed"])
+
+
+def shadow_models(config: dict, section: str = "shadow") -> list[str]:
+    """A shadow protocol's models (`section`: `shadow`, the MLM, or `shadow_mt`, the translation
+    target): Alice's target and Bob's shadows."""
     spec = config.get(section)
     if not spec:
         return []
@@ -78,7 +70,7 @@ def shadow_plan(study, name: str = "shadow") -> Plan:
     translation = name == "shadow_mt"
     config = study.config.get(name, {})
     prefix = PREFIXES[name]
-    names = [model.removeprefix(prefix) for model in _models(study.config, name)]
+    names = [model.removeprefix(prefix) for model in shadow_models(study.config, name)]
     tables = {key: study.path(name, file) for key, file in SHADOW_FILES.items()}
     texts = "pairs" if translation else "text"
     scoring = study.resources("scoring")
@@ -86,7 +78,7 @@ def shadow_plan(study, name: str = "shadow") -> Plan:
         corpus_inputs = {}
         corpus_settings = {"corpus": config["corpus"], "seed": study.config["corpus"]["seed"]}
         features = {"device": scoring.device}
-        models = {who: study.shadow_mt_settings(f"{prefix}{who}") for who in names}
+        models = {who: shadow_mt_settings(study.config, f"{prefix}{who}") for who in names}
     else:  # the world's registers, and real Wikipedia prose for the out-of-domain probes
         corpus_inputs = {"world": study.path(WORLD), "domain": study.corpus_table("domain"),
                          "general": study.corpus_table("general"), "wikipedia": study.path(WIKIPEDIA_REGISTER)}  # fmt: skip
@@ -142,8 +134,8 @@ REGISTRATIONS = (
         runs=lambda study: bool(study.config.get("shadow")),
         plan=shadow_plan,
         # the MLM protocol's models train through the workflow's one training rule
-        models=lambda study: study.shadow_models(),
-        training=lambda study, name: study.shadow_training_spec(name),
+        models=lambda study: shadow_models(study.config),
+        training=shadow_training_spec,
     ),
     Registration(
         "shadow_mt",
