@@ -1,5 +1,5 @@
 """Resolve once: a job gets every setting through its rule's params (the torch device and the
-scoring batch size, which choose how it runs, through its resources), from
+scoring batch size, which choose how it runs, through its resources: tests/test_plans.py), from
 the validated config, which carries every default. So no module a workflow script runs reads the
 config schema (`mlmia.terms.schema.defaults`), and the schema's bytes are no job's code:
 rewording a description, adding a section or changing one study's default reruns only what the

@@ -21,7 +21,8 @@ WORKFLOW_RULES = ("rules/import.smk", "rules/datasets.smk", "rules/train.smk", "
 #: the config's keys that choose how a job runs, not what it computes: the torch devices and the
 #: scoring batch size (their results agree but for the device's arithmetic and, in a training, its
 #: random draws). Rules pass them as resources (`Resources`), never as params, so that changing one
-#: reruns no job; no audit card's config digest holds them either.
+#: reruns no job (tests/test_plans.py checks every rule of the CI config's DAG); no audit card's
+#: config digest holds them either.
 RUN_ONLY_KEYS = {"training": ("device",), "scoring": RUN_FIELDS, "exposure": ("device",), "dexposure": ("device",)}
 
 
