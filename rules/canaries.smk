@@ -40,11 +40,11 @@ rule canary_target:
     threads: CANARY.resources["target"].threads
     resources:
         mem_mb=CANARY.resources["target"].mem_mb,
+        device=CANARY.resources["target"].device,
     params:
         shape=CANARY.settings["shape"],
         model=CANARY.settings["model"],
         epochs=CANARY.settings["epochs"],
-        device=CANARY.resources["target"].device,
         code=library_code("canaries_target.py"),
     script:
         "../workflow/scripts/canaries_target.py"
@@ -65,12 +65,12 @@ rule canary_exposure:
     threads: CANARY.resources["scoring"].threads
     resources:
         mem_mb=CANARY.resources["scoring"].mem_mb,
+        device=CANARY.resources["scoring"].device,
     params:
         epochs=CANARY.settings["epochs"],
         template=lambda wildcards: CANARY.settings["template"],  # holds "{secret}": no expansion
         digits=CANARY.settings["digits"],
         seed=CANARY.settings["seed"],
-        device=CANARY.resources["scoring"].device,
         code=library_code("canaries_exposure.py"),
     script:
         "../workflow/scripts/canaries_exposure.py"
@@ -92,6 +92,8 @@ rule canary_membership_scores:
     threads: CANARY.resources["scoring"].threads
     resources:
         mem_mb=CANARY.resources["scoring"].mem_mb,
+        device=CANARY.resources["scoring"].device,
+        batch_size=CANARY.resources["scoring"].batch_size,
     params:
         epoch=CANARY.settings["last_epoch"],
         reference=lambda wildcards: STUDY.model_dir(CANARY.settings["reference"]),

@@ -25,7 +25,11 @@ from snakemake.io import report as report_flag
 DATASETS = STUDY.datasets  # sample sets read from the user's files
 IMPORTED = STUDY.imported  # published scores
 CORPUS_TABLES = {name: STUDY.corpus_table(name) for name in CORPORA}
-# what the training and scoring jobs of the workflow's own rules ask for (threads, memory, device)
+# what the training and scoring jobs of the workflow's own rules ask for (threads, memory, device,
+# the scoring batch size). The torch device and the scoring batch size are every rule's
+# `resources:`, never its params: they choose how a job runs, not what it computes, and Snakemake
+# reruns a job when its params change but not its resources, so moving a run from the CPU to a GPU
+# or tuning the batch size reruns nothing (mlmia.study.plans.base.RUN_ONLY_KEYS; tests/test_plans.py).
 TRAINING = STUDY.resources("training")
 SCORING = STUDY.resources("scoring")
 

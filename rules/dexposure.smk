@@ -65,10 +65,10 @@ rule dexposure_train:
     threads: DEXP.resources["train"].threads
     resources:
         mem_mb=DEXP.resources["train"].mem_mb,
+        device=DEXP.resources["train"].device,
     params:
         settings=lambda wildcards: DEXP.settings["training"][wildcards.setting],
         phrase=lambda wildcards: DEXP.settings["phrase"],
-        device=DEXP.resources["train"].device,
         code=library_code("dexposure_train.py"),
     script:
         "../workflow/scripts/dexposure_train.py"

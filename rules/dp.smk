@@ -24,12 +24,13 @@ rule dp_audit:
     conda:
         "../envs/mlmia.yaml"
     threads: DP.resources["audit"].threads
+    resources:
+        device=DP.resources["audit"].device,
     params:
         plan=lambda wildcards: DP.settings["audits"].get(wildcards.target),
         settings=DP.settings["audit"],
         bootstrap=DP.settings["bootstrap"],
         model_dir=lambda wildcards: STUDY.model_dir(wildcards.target),
-        device=DP.resources["audit"].device,
         code=library_code("dp_audit.py"),
     script:
         "../workflow/scripts/dp_audit.py"

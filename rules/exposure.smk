@@ -9,6 +9,8 @@ rule exposure:
         result("benchmarks/exposure/{experiment}.tsv")
     conda:
         "../envs/mlmia.yaml"
+    resources:
+        device=STUDY.exposure_device(),
     params:
         settings=lambda wildcards: STUDY.exposure_settings(wildcards.experiment),
         embedding_model=lambda wildcards: STUDY.model_dir(STUDY.embedding_model()),

@@ -41,12 +41,13 @@ rule extraction_infill:
     conda:
         "../envs/mlmia.yaml"
     threads: EXTRACT.resources["infill"].threads
+    resources:
+        device=EXTRACT.resources["infill"].device,
     params:
         settings=EXTRACT.settings["extraction"],
         where=EXTRACT.settings["where"],
         model=lambda wildcards: STUDY.model_dir(wildcards.model),
         tokenizer=lambda wildcards: STUDY.model_tokenizer(wildcards.model),
-        device=EXTRACT.resources["infill"].device,
         code=library_code("extraction_infill.py"),
     script:
         "../workflow/scripts/extraction_infill.py"

@@ -17,6 +17,9 @@ rule score_shard:
     resources:
         gpu=SCORING.gpus,
         mem_mb=SCORING.mem_mb,
+        # how the job runs, not what it computes: changing them reruns nothing (rules/common.smk)
+        device=SCORING.device,
+        batch_size=SCORING.batch_size,
     params:
         shard=lambda wildcards: int(wildcards.shard),
         shards=lambda wildcards: STUDY.shards(wildcards.dataset),
@@ -24,8 +27,8 @@ rule score_shard:
         rows=lambda wildcards: STUDY.score_rows(
             wildcards.dataset, wildcards.model, wildcards.energy
         ),
-        # one object for every scoring rule; K only matters to the masked energy, so
-        # normalized scores ignore changes to it
+        # one object for every scoring rule, with the device and the batch size of the
+        # resources; K only matters to the masked energy, so normalized scores ignore changes to it
         scoring=lambda wildcards: STUDY.scoring(wildcards.energy),
         model=lambda wildcards: STUDY.model_dir(wildcards.model),
         tokenizer=lambda wildcards: STUDY.model_tokenizer(wildcards.model),

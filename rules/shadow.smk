@@ -71,12 +71,12 @@ for SHADOW in plans_with_rules("rules/shadow.smk"):
             threads: SHADOW.resources["train"].threads
             resources:
                 mem_mb=SHADOW.resources["train"].mem_mb,
+                device=SHADOW.resources["train"].device,
             params:
                 model=lambda wildcards, plan=SHADOW: plan.settings["models"][
                     wildcards.who
                 ],
                 name=f"{SHADOW.target}_{{who}}",
-                device=SHADOW.resources["train"].device,
                 code=library_code("shadow_mt_train.py"),
             script:
                 "../workflow/scripts/shadow_mt_train.py"
@@ -100,6 +100,8 @@ for SHADOW in plans_with_rules("rules/shadow.smk"):
         conda:
             "../envs/mlmia.yaml"
         threads: SHADOW.resources["features"].threads
+        resources:
+            device=SHADOW.resources["features"].device,
         params:
             protocol=SHADOW.target,
             settings=SHADOW.settings["features"],

@@ -18,10 +18,10 @@ rule train_model:
     threads: TRAINING.threads
     resources:
         mem_mb=TRAINING.mem_mb,
+        device=TRAINING.device,
     params:
         model=lambda wildcards: STUDY.training_spec(wildcards.model)["settings"],
         name="{model}",
-        device=TRAINING.device,
         code=library_code("train_model.py"),
     script:
         "../workflow/scripts/train_model.py"

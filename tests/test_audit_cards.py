@@ -77,6 +77,11 @@ def test_a_cards_config_digest_moves_with_what_a_card_is_made_from_only(monkeypa
     config["shadow"]["bootstrap"] += 1
     unread = copy.deepcopy(config)
     assert plan(Study.from_config(unread, REPO)) == before
+    # how the jobs run, not what they write: the devices, the scoring batch size (RUN_ONLY_KEYS)
+    run_only = copy.deepcopy(config)
+    run_only.setdefault("training", {})["device"] = "cuda"
+    run_only["scoring"].update(device="cpu", batch_size=8)
+    assert plan(Study.from_config(run_only, REPO)) == before
     # the model a card audits, or the patients' resampling: another
     config["models"]["base"]["epochs"] += 1
     assert plan(Study.from_config(config, REPO)) != before

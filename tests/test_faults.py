@@ -9,8 +9,8 @@ Both run the named targets `TARGETS` (29 of the CI DAG's 114 jobs: the corpora, 
 Base and the domain reference, both energy kinds, attack tables and metrics), not the whole
 DAG: what they check is the scoring and resuming machinery, which every table shares. They
 share one directory: the resumed run's models and corpora serve the second check, which
-changes scoring settings only and so reruns the scoring jobs and what follows them (each
-process start-up of the whole DAG costs the suite seconds).
+changes scoring settings only and so reruns the scoring jobs (the shard size) and what follows
+them (each process start-up of the whole DAG costs the suite seconds).
 """
 
 import os
@@ -75,6 +75,8 @@ def test_a_killed_run_resumes_to_the_same_tables(ci_run, resumed_run):
 
 def test_shards_and_batch_size_change_no_table_cell(ci_run, resumed_run):
     workdir = resumed_run[0]
+    # the shard size reruns the scoring jobs (other shards), which score with the new batch size (a
+    # resource of theirs: alone it would rerun nothing)
     config = write_config(workdir, "ci.yaml", scoring__shard_size=60, scoring__batch_size=7)
     rules = {rule for rule, _ in planned_jobs(workdir, "--configfile", str(config), "--", *TARGETS)}
     assert "score_shard" in rules and not rules & {"train_model", "build_corpora", "train_tokenizer"}, rules

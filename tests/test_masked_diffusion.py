@@ -31,6 +31,7 @@ from mlmia.scoring.schedules import (
     progressive_patterns,
 )
 from mlmia.scoring.settings import ScoringSettings
+from mlmia.study.plans.base import resources as plan_resources
 from mlmia.study.study import Study
 from mlmia.terms.schema import defaults
 
@@ -233,19 +234,28 @@ def test_only_the_new_kinds_carry_a_schedule_in_their_params():
     # a validated section: every key given (the schema's defaults filled in)
     scoring = {**defaults("scoring"), "patterns": 4, "seed": 0}
     scoring["progressive"]["steps"] = 3
-    # the other kinds' params are what they were before the schedules existed (nothing reruns)
+    # the other kinds' params hold no schedule key; the device and the batch size are the rule's
+    # resources, not params (changing them reruns nothing)
     assert ScoringSettings.from_config(scoring, "normalized").as_params() == {
-        "patterns": 1, "seed": 0, "reduction": "mean", "mask_count": "ceil", "precision": "auto", "batch_size": None,
-        "truncate": False, "device": "auto",
+        "patterns": 1, "seed": 0, "reduction": "mean", "mask_count": "ceil", "precision": "auto", "truncate": False,
     }  # fmt: skip
     assert "schedule" not in ScoringSettings.from_config(scoring).as_params()
     progressive = ScoringSettings.from_config(scoring, "progressive")
     assert progressive.as_params()["schedule"] == {"steps": 3, "min_fraction": 0.05, "max_fraction": 0.5}
     assert progressive.score_arguments()["schedule"]["steps"] == 3 and progressive.patterns == 1
-    # the rule's params give the settings back whole (a kind without a schedule: None, passed as such)
-    assert ScoringSettings.from_params(progressive.as_params()) == progressive
+    # the rule's params and resources give the settings back whole (a kind without a schedule: None,
+    # passed as such; the automatic batch size, null, is the resource "auto")
+    job = plan_resources({"scoring": scoring}, "scoring")  # what the rule passes as its resources
+    assert (job.device, job.batch_size) == ("auto", "auto")
+    assert ScoringSettings.from_params(progressive.as_params(), job) == progressive
     normalized = ScoringSettings.from_config(scoring, "normalized")
-    assert ScoringSettings.from_params(normalized.as_params()).score_arguments()["schedule"] is None
+    assert ScoringSettings.from_params(normalized.as_params(), job).score_arguments()["schedule"] is None
+    # a set batch size and device come back as they were set, with the same params as before
+    on_cuda = {**scoring, "device": "cuda", "batch_size": 16}
+    cuda, job = ScoringSettings.from_config(on_cuda), plan_resources({"scoring": on_cuda}, "scoring")
+    assert (job.device, job.batch_size) == ("cuda", 16)
+    assert cuda.as_params() == ScoringSettings.from_config(scoring).as_params()
+    assert ScoringSettings.from_params(cuda.as_params(), job) == cuda and cuda.score_arguments()["batch_size"] == 16
     assert ScoringSettings.from_config(scoring, "elbo").schedule == {"ratios": 5, "patterns": 2}
 
 

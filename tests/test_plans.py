@@ -1,7 +1,8 @@
 """Each study's plan (mlmia.study.plans), tested without Snakemake: what runs, which outputs,
 under which named target; that the workflow flags every plan's report items for
 `snakemake --report` with the plan's caption; that the Snakefile includes a study's rule file
-exactly when the config runs the study; and that no rule reads the config itself."""
+exactly when the config runs the study; that no rule reads the config itself; and that no rule's
+params hold a device or the scoring batch size (its resources do: changing them reruns nothing)."""
 
 import json
 import subprocess
@@ -14,6 +15,7 @@ import yaml
 from workflow_helpers import REPO
 
 from mlmia.study.plans import ALL, STUDIES, WORKFLOW_RULES, Caption, Plan
+from mlmia.study.plans.base import RUN_ONLY_KEYS
 from mlmia.study.plans.dp import dp_audit_outputs, dp_targets
 from mlmia.study.plans.shadow import shadow_models
 from mlmia.study.study import Study
@@ -220,6 +222,77 @@ def test_every_named_target_resolves_to_one_rule_without_a_failed_guess(tmp_path
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Exception" not in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
+
+
+# The settings that choose how a job runs, not what it computes (the devices and the scoring batch
+# size: RUN_ONLY_KEYS) are the rules' resources, never their params: Snakemake reruns a job when its
+# params change, not when its resources do. The DAG of every named target on the CI config, built
+# twice with Snakemake's API in a child process (~15 s): on the CI config, and with each of those
+# keys changed in an overlay; each job's params as Snakemake compares them (its persistence's
+# `_params`) and its resources `device` and `batch_size`.
+RUN_ONLY = """
+import json, sys, tempfile
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
+
+repo, overlay, targets = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+
+
+def jobs(configfiles):
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=repo / "Snakefile",
+                                config_settings=ConfigSettings(configfiles=configfiles),
+                                workdir=Path(tempfile.mkdtemp()))
+        workflow.dag(dag_settings=DAGSettings(targets=set(targets), forceall=True))
+        inner = workflow._workflow
+        inner._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+        inner._build_dag()
+        return {f"{job.rule.name} {sorted(job.wildcards_dict.items())}":
+                {"rule": job.rule.name, "params": inner.persistence._params(job),
+                 "resources": {key: job.resources.get(key) for key in ("device", "batch_size")}}
+                for job in inner.dag.jobs}
+
+
+ci = repo / "config" / "ci.yaml"
+print(json.dumps({"ci": jobs([ci]), "changed": jobs([ci, overlay])}))
+"""
+
+#: the rules whose jobs run a torch model, each on the device of its resources
+DEVICE_RULES = {"train_model", "score_shard", "canary_target", "canary_exposure", "canary_membership_scores",
+                "dexposure_train", "dp_audit", "exposure", "extraction_infill", "shadow_features",
+                "shadow_mt_features", "shadow_mt_train"}  # fmt: skip
+#: the rules that score with `mlmia.scoring.settings.ScoringSettings` (its batch size a resource)
+SCORING_RULES = {"score_shard", "canary_membership_scores"}
+
+
+def test_changing_a_device_or_the_scoring_batch_size_reruns_no_job(tmp_path):
+    study = Study.from_config(load("ci.yaml"), REPO)
+    # every run-only key set to a value other than the CI config's (a device: cuda or cpu)
+    other = lambda key, value: 7 if key == "batch_size" else "cpu" if value == "cuda" else "cuda"  # noqa: E731
+    overlay = {section: {key: other(key, study.config[section][key]) for key in keys}
+               for section, keys in RUN_ONLY_KEYS.items()}  # fmt: skip
+    assert overlay["scoring"] == {"device": "cuda", "batch_size": 7} and overlay["training"] == {"device": "cuda"}
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    result = subprocess.run([sys.executable, "-c", RUN_ONLY, str(REPO.resolve()), str(tmp_path / "overlay.yaml"),
+                             *study.plans()], capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    ci, changed = found["ci"], found["changed"]
+    assert set(ci) == set(changed) and len(ci) > 300
+    # the same params for every job: nothing reruns
+    rerun = sorted({ci[job]["rule"] for job in ci if ci[job]["params"] != changed[job]["params"]})
+    assert not rerun, f"rules whose params hold a device or the scoring batch size: {rerun}"
+    # and the changed values reach the jobs that run a model, as their resources
+    moved = {}
+    for job in ci:
+        for key in ("device", "batch_size"):
+            if ci[job]["resources"][key] != changed[job]["resources"][key]:
+                moved.setdefault(key, set()).add(ci[job]["rule"])
+    assert moved == {"device": DEVICE_RULES, "batch_size": SCORING_RULES}
+    for job in ci:
+        if ci[job]["rule"] in SCORING_RULES:
+            assert (ci[job]["resources"]["batch_size"], changed[job]["resources"]["batch_size"]) == ("auto", 7)
 
 
 def test_no_rule_reads_the_config_itself():

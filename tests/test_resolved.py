@@ -1,8 +1,9 @@
-"""Resolve once: a job gets every setting through its rule's params, from the validated config,
-which carries every default. So no module a workflow script runs reads the config schema
-(`mlmia.terms.schema.defaults`), and the schema's bytes are no job's code: rewording a
-description, adding a section or changing one study's default reruns only what the value
-reaches (tests/test_workflow_embedded.py checks that on a finished run)."""
+"""Resolve once: a job gets every setting through its rule's params (the torch device and the
+scoring batch size, which choose how it runs, through its resources: tests/test_plans.py), from
+the validated config, which carries every default. So no module a workflow script runs reads the
+config schema (`mlmia.terms.schema.defaults`), and the schema's bytes are no job's code:
+rewording a description, adding a section or changing one study's default reruns only what the
+value reaches (tests/test_workflow_embedded.py checks that on a finished run)."""
 
 from __future__ import annotations
 

@@ -116,6 +116,8 @@ def test_each_experiment_computes_what_its_cells_ask(in_repo):
     )  # Figures 4-5, and the zoo's figure
     assert s.exposure_settings("base_long_mimic")["attack"] == "likelihood_ratio"
     assert s.exposure_settings("base_long_mimic")["alpha"] == 0.1
+    # the device is the exposure rule's resource, not a setting of its params
+    assert "device" not in s.exposure_settings("base_long_mimic") and s.exposure_device() == "auto"
 
 
 def test_findings_scopes(in_repo):

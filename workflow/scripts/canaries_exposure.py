@@ -16,7 +16,7 @@ def main(snakemake):
     canaries, candidates = pd.read_parquet(inputs.canaries), pd.read_parquet(inputs.candidates)
     frames = []
     for epoch in params.epochs:
-        model, tokenizer = load_mlm(Path(inputs.target) / f"epoch_{epoch}", params.device)
+        model, tokenizer = load_mlm(Path(inputs.target) / f"epoch_{epoch}", snakemake.resources.device)
         exposures = checkpoint_exposures(
             model,
             tokenizer,

@@ -11,7 +11,7 @@ from mlmia.scoring.settings import ScoringSettings
 
 def main(snakemake):
     inputs, params = snakemake.input, snakemake.params
-    settings = ScoringSettings.from_params(params.scoring)
+    settings = ScoringSettings.from_params(params.scoring, snakemake.resources)
     canaries = pd.read_parquet(inputs.canaries)
     samples = canaries[["canary_id", "text"]].rename(columns={"canary_id": "sample_id"})
     models = {

@@ -20,7 +20,7 @@ def main(snakemake):
         snakemake.output[0],
         config=settings,
         threads=snakemake.threads,
-        device=params.device,
+        device=snakemake.resources.device,
         name="canary_target",
         save_epochs=params.epochs,
     )

@@ -26,7 +26,7 @@ def main(snakemake):
         lr_decay=settings["lr_decay"],
         dropout=settings["dropout"],
         setting=wildcards.setting,
-        device=params.device,
+        device=snakemake.resources.device,
         threads=snakemake.threads,
         record_dir=snakemake.output.record,
     )

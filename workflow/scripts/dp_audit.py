@@ -44,7 +44,7 @@ def main(snakemake):
     blackbox = None
     if "canaries" in inputs.keys():
         canaries = pd.read_parquet(inputs.canaries)
-        model, tokenizer = load_mlm(params.model_dir, params.device)
+        model, tokenizer = load_mlm(params.model_dir, snakemake.resources.device)
         blackbox = (token_scores(model, tokenizer, canaries), canaries["included"].to_numpy())
     attacks = None
     if params.plan is not None:

@@ -15,7 +15,7 @@ def main(snakemake):
     settings = snakemake.params.settings
     members = exposed_labels(read_table(snakemake.input.attack), settings["alpha"], settings["attack"])
     texts = read_table(snakemake.input.samples).set_index("sample_id").loc[members["sample_id"], "text"]
-    model, tokenizer = load_mlm(snakemake.params.embedding_model, settings["device"])
+    model, tokenizer = load_mlm(snakemake.params.embedding_model, snakemake.resources.device)
     training = training_texts(read_table(snakemake.input.training_text), snakemake.input.training_text)
     features = simple_features(texts.reset_index(drop=True), tokenizer, token_frequencies(tokenizer, training))
     cls = cls_embeddings(model, tokenizer, texts)

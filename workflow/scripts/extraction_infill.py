@@ -12,7 +12,7 @@ def main(snakemake):
     samples = pd.read_parquet(snakemake.input.samples, columns=["sample_id", "group_id", "text"])
     with naming_keys({params.settings.get("phi"): "extraction.phi"}):
         spans = named_spans(samples, pd.read_parquet(snakemake.input.values), where=params.where)
-    model, tokenizer = load_mlm(params.model, params.device, tokenizer=params.tokenizer)
+    model, tokenizer = load_mlm(params.model, snakemake.resources.device, tokenizer=params.tokenizer)
     results = infill(
         model, tokenizer, samples, spans, top_k=params.settings["top_k"], batch_size=params.settings["batch_size"]
     )

@@ -11,7 +11,7 @@ from mlmia.terms.manifest import rows_read
 
 def main(snakemake):
     params = snakemake.params
-    settings = ScoringSettings.from_params(params.scoring)
+    settings = ScoringSettings.from_params(params.scoring, snakemake.resources)
     samples = shard_slice(rows_read(pd.read_parquet(snakemake.input.samples), params.rows), params.shard, params.shards)
     model, tokenizer = load_mlm(params.model, settings.device, tokenizer=params.tokenizer)
     scores = score_samples(

@@ -6,10 +6,10 @@ from mlmia.shadow.protocols import protocol
 
 
 def main(snakemake):
-    inputs, params = snakemake.input, snakemake.params
+    inputs, params, who = snakemake.input, snakemake.params, snakemake.wildcards.who
     split, pairs = pd.read_parquet(inputs.split), pd.read_parquet(inputs.pairs)
     features = protocol(params.protocol).features(
-        inputs.model, split, pairs, snakemake.wildcards.who, params.settings, snakemake.threads
+        inputs.model, split, pairs, who, params.settings, snakemake.threads, snakemake.resources.device
     )
     write_parquet(features, snakemake.output[0])
 

@@ -14,7 +14,7 @@ def main(snakemake):
         snakemake.output[0],
         config=dict(params.model),
         threads=snakemake.threads,
-        device=params.device,
+        device=snakemake.resources.device,
         name=params.name,
     )
 

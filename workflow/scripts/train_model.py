@@ -11,7 +11,7 @@ def main(snakemake):
         config=dict(params.model),
         init_dir=inputs.get("init", None) or None,
         threads=snakemake.threads,
-        device=params.device,
+        device=snakemake.resources.device,
         name=params.name,
     )
 

@@ -27,8 +27,9 @@ class Protocol:
     """One target of the shadow protocol: `section` its config section; `corpus(tables, settings)`
     its corpus from the tables it reads (by name) and its settings; `split(corpus, settings)`
     gives (Carol's split, Bob's labelled pairs, training texts by model: "alice", "bob_<s>");
-    `features(model_dir, split, pairs, who, settings, threads)` one model's per-sentence features
-    (`mlmia.shadow.workflow.PROTOCOL_COLUMNS`) on the sentences it is queried on."""
+    `features(model_dir, split, pairs, who, settings, threads, device)` one model's per-sentence
+    features (`mlmia.shadow.workflow.PROTOCOL_COLUMNS`) on the sentences it is queried on, on the
+    torch device `device` (the job's resource, the scoring jobs': auto, cpu or cuda)."""
 
     section: str
     corpus: Callable[..., pd.DataFrame]
@@ -49,23 +50,23 @@ def parallel_corpus(tables: Mapping[str, pd.DataFrame], settings: Mapping) -> pd
 
 
 def fill_in_query_features(model_dir, split: pd.DataFrame, pairs: pd.DataFrame, who: str, settings: Mapping,
-                           threads: int) -> pd.DataFrame:  # fmt: skip
+                           threads: int, device: str) -> pd.DataFrame:  # fmt: skip
     """A masked language model's fill-in features of the sentences it is queried on (`settings`:
-    the masks' `seed`), on the device it finds ("auto") with torch's own thread count."""
+    the masks' `seed`), on `device` with torch's own thread count."""
     samples = workflow.queried_samples(split, pairs, who)
-    model, tokenizer = load_mlm(model_dir, "auto")
+    model, tokenizer = load_mlm(model_dir, device)
     return fill_in_features(model, tokenizer, samples, settings["seed"])
 
 
 def translation_query_features(model_dir, split: pd.DataFrame, pairs: pd.DataFrame, who: str, settings: Mapping,
-                               threads: int) -> pd.DataFrame:  # fmt: skip
-    """A translation model's features of the pairs it is queried on (`settings`: the `device`),
-    on the job's `threads`."""
+                               threads: int, device: str) -> pd.DataFrame:  # fmt: skip
+    """A translation model's features of the pairs it is queried on (`settings`: none), on `device`
+    with the job's `threads`."""
     import torch
 
     torch.set_num_threads(max(1, int(threads)))
     queried = mt_workflow.queried_pairs(split, pairs, who)
-    model, tokenizer = load_translation_model(model_dir, settings["device"])
+    model, tokenizer = load_translation_model(model_dir, device)
     return translation_features(model, tokenizer, queried)
 
 

@@ -82,7 +82,8 @@ class ExperimentNeeds:
     def exposure_settings(self, name: str) -> dict:
         """Table 7's settings for experiment `name` (one of `exposure_experiments`): the attack that
         labels members exposed and its alpha (one per experiment; the tables spec's defaults
-        filled in), plus the config's `exposure` section."""
+        filled in), plus the config's `exposure` section but its device (the rule's resource:
+        `Study.exposure_device`)."""
         asked = {
             (self.tables[t]["attack"], float(c["alpha"]))
             for t in self.tables if self.kind(t) == "exposure"
@@ -95,7 +96,8 @@ class ExperimentNeeds:
                 f"{self.spec_name}: exposure tables ask experiment {name!r} for several (attack, alpha): {sorted(asked)}"
             )
         attack, alpha = asked.pop()
-        return {"attack": attack, "alpha": alpha, **self.config["exposure"]}
+        settings = {key: value for key, value in self.config["exposure"].items() if key != "device"}
+        return {"attack": attack, "alpha": alpha, **settings}
 
     def exposure_experiments(self) -> list[str]:
         return list(

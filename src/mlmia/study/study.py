@@ -296,8 +296,9 @@ class Study(Validation, ExperimentNeeds, Plans):
         return sorted({e.neighbour_set for e in self.experiments.values() if e.neighbours})
 
     def scoring(self, energy: str = "masked") -> dict:
-        """The scoring settings of energy kind `energy`, for every rule that scores
-        (`mlmia.scoring.settings.ScoringSettings`)."""
+        """The scoring settings of energy kind `energy`, for the params of every rule that scores
+        (`mlmia.scoring.settings.ScoringSettings.as_params`): what a score depends on, without the
+        device and the batch size, which are the rules' resources (`resources("scoring")`)."""
         return ScoringSettings.from_config(self.config["scoring"], energy).as_params()
 
     def shards(self, dataset: str) -> int:
@@ -371,8 +372,14 @@ class Study(Validation, ExperimentNeeds, Plans):
     # ------------------------------------------------------------------ what the workflow's own rules pass
 
     def resources(self, kind: str) -> Resources:
-        """What the `training` or `scoring` jobs ask for: threads, memory, device, GPUs per job."""
+        """What the `training` or `scoring` jobs ask for: threads, memory, device, GPUs per job (and
+        the scoring jobs' batch size), each a rule's resource (changing one reruns nothing)."""
         return resources(self.config, kind)
+
+    def exposure_device(self) -> str:
+        """Where Table 7's embedding model runs (`exposure.device`): the exposure rule's resource,
+        not a setting of its params (changing it reruns nothing)."""
+        return self.config["exposure"]["device"]
 
     @property
     def figure_style(self) -> dict:

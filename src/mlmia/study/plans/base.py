@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mlmia.scoring.settings import AUTOMATIC_BATCH, RUN_FIELDS, batch_size_resource
+
 #: the named target of the default group: what `snakemake` builds
 ALL = "all"
 #: the rule files of the tables spec's groups (the paper's workflow: sample tables in, scores,
@@ -15,6 +17,13 @@ ALL = "all"
 WORKFLOW_RULES = ("rules/import.smk", "rules/datasets.smk", "rules/train.smk", "rules/score.smk", "rules/zoo.smk",
                   "rules/attack.smk", "rules/exposure.smk", "rules/tables.smk", "rules/figures.smk",
                   "rules/report.smk")  # fmt: skip
+
+#: the config's keys that choose how a job runs, not what it computes: the torch devices and the
+#: scoring batch size (their results agree but for the device's arithmetic and, in a training, its
+#: random draws). Rules pass them as resources (`Resources`), never as params, so that changing one
+#: reruns no job (tests/test_plans.py checks every rule of the CI config's DAG); no audit card's
+#: config digest holds them either.
+RUN_ONLY_KEYS = {"training": ("device",), "scoring": RUN_FIELDS, "exposure": ("device",), "dexposure": ("device",)}
 
 
 @dataclass(frozen=True)
@@ -44,12 +53,17 @@ class Shown:
 @dataclass(frozen=True)
 class Resources:
     """What a step's jobs ask for: threads, memory (MB), the torch device and GPUs per job (the
-    config's `training` or `scoring` settings, or a study's own)."""
+    config's `training` or `scoring` settings, or a study's own), and a scoring job's batch size
+    (`scoring.batch_size` as `mlmia.scoring.settings.batch_size_resource` writes it: "auto" for
+    null). A rule passes all of them as its `resources:`, the device and the batch size included
+    (`RUN_ONLY_KEYS`): Snakemake reruns no job when a resource changes, so a run moved from the CPU
+    to a GPU keeps its models and scores."""
 
     threads: int
     mem_mb: int
     device: str
     gpus: int = 0
+    batch_size: int | str = AUTOMATIC_BATCH
 
 
 @dataclass(frozen=True)
@@ -81,10 +95,13 @@ def shown(outputs: dict[str, str], items: dict[str, str], category: str, subcate
 
 
 def resources(config: dict, kind: str) -> Resources:
-    """The resources of the config's `training` or `scoring` jobs (GPUs per job: scoring's)."""
+    """The resources of the config's `training` or `scoring` jobs (GPUs per job and the batch size:
+    scoring's)."""
     section = config[kind]
-    gpus = section["gpus_per_job"] if kind == "scoring" else 0
-    return Resources(section["threads"], section["mem_mb"], section["device"], gpus)
+    if kind != "scoring":
+        return Resources(section["threads"], section["mem_mb"], section["device"])
+    batch_size = batch_size_resource(section["batch_size"])
+    return Resources(section["threads"], section["mem_mb"], section["device"], section["gpus_per_job"], batch_size)
 
 
 @dataclass(frozen=True)

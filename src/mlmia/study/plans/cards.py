@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from mlmia.core.errors import UserError
 from mlmia.core.provenance import config_digest
-from mlmia.study.plans.base import Caption, Plan, Registration, Shown
+from mlmia.study.plans.base import RUN_ONLY_KEYS, Caption, Plan, Registration, Shown
 from mlmia.study.plans.dp import dp_audit_outputs, dp_targets
 
 RULES = "rules/cards.smk"
@@ -266,8 +266,13 @@ CARD_SECTIONS = ("world", "tables_spec", "imported", "datasets", "raw", "audit",
 
 def card_config_digest(config: dict) -> str:
     """The digest a card names as its config (`config_digest`): of the validated config's
-    `CARD_SECTIONS` only."""
-    return config_digest({key: config[key] for key in CARD_SECTIONS if key in config})
+    `CARD_SECTIONS` only, without the keys that choose how a job runs, not what it computes
+    (`RUN_ONLY_KEYS`: the devices, the scoring batch size), so that changing one reruns no card."""
+    sections = {key: config[key] for key in CARD_SECTIONS if key in config}
+    for section, keys in RUN_ONLY_KEYS.items():
+        if section in sections:
+            sections[section] = {key: value for key, value in sections[section].items() if key not in keys}
+    return config_digest(sections)
 
 
 #: every config with a model that an experiment targets

@@ -77,7 +77,7 @@ def shadow_plan(study, name: str = "shadow") -> Plan:
     if translation:
         corpus_inputs = {}
         corpus_settings = {"corpus": config["corpus"], "seed": study.config["corpus"]["seed"]}
-        features = {"device": scoring.device}
+        features = {}  # the device is the features jobs' resource (`resources["features"]`)
         models = {who: shadow_mt_settings(study.config, f"{prefix}{who}") for who in names}
     else:  # the world's registers, and real Wikipedia prose for the out-of-domain probes
         corpus_inputs = {"world": study.path(WORLD), "domain": study.corpus_table("domain"),
