@@ -19,6 +19,16 @@ from mlmia.defences.audit import audit_target
 from mlmia.defences.dp_sgd import accountant_epsilon
 from mlmia.defences.gradient_canaries import simulated_record
 from mlmia.defences.mechanism_fit import PRV_FLOOR, fit_mechanism, model_epsilon_lcl
+from mlmia.defences.report import (
+    FIT_LABEL,
+    MODEL_LIMIT_LABEL,
+    audit_findings,
+    bounds_markdown,
+    bounds_table,
+    checks_table,
+    one_run_markdown,
+    one_run_table,
+)
 
 BETA = 0.05 / 3  # the white-box family's share of 1 - 0.95
 #: the shipped DP targets' recipe (config dp_eps8 / dp_eps4 / dp_eps1 of the default world): q = 0.2, 100 steps,
@@ -195,3 +205,36 @@ def test_the_model_based_limit_is_the_prv_lower_bound_at_the_limits():
     assert math.isinf(model_epsilon_lcl(claim | {"mech_noise_multiplier_high": 0.0}, steps, delta))
     assert model_epsilon_lcl(claim | {"mech_rate_low": 0.0}, steps, delta) == 0.0
     assert model_epsilon_lcl(claim | {"mech_noise_multiplier_high": math.inf}, steps, delta) == 0.0
+
+
+def test_the_tables_and_findings_show_the_fit_as_a_parameter_check():
+    """The per-target table prints the fit as the fitted noise multiplier and rate with their
+    intervals against the claimed sigma and q, p and the verdict, in its own column, never as a
+    share of epsilon; the model-based limit in a column of its own; the findings check the fit."""
+    sigma = sigma_for(8.0, CI)
+    info = {"dp": {"epsilon": 8.0, "delta": CI["delta"], "noise_multiplier": sigma}}
+    audits = [audit_target(name, info, SETTINGS, whitebox=record_of(sigma, CI, CI["canaries"], 0, noise_scale=scale))
+              for name, scale in (("ok", 1.0), ("half_noise", 0.5))]  # fmt: skip
+    table = bounds_table(audits)
+    assert list(table["whitebox_mech_passed"]) == [True, False] and list(table["verdict"]) == ["passes", "fails"]
+    header, _, *rows = bounds_markdown(table, 0.01, 0.95).splitlines()[:4]
+    columns = header.split(" | ")
+    fit_column = next(i for i, name in enumerate(columns) if FIT_LABEL in name)
+    assert columns[fit_column + 1] == f"{MODEL_LIMIT_LABEL} (/ε)"
+    ok, broken = (row.split(" | ")[fit_column] for row in rows)
+    fitted = audits[0]["canary_audits"][0]
+    assert ok.startswith(f"{fitted['mech_noise_multiplier']:.3g} [{fitted['mech_noise_multiplier_low']:.3g}, ")
+    assert f"] vs {sigma:.3g}; " in ok and f"] vs {CI['rate']:.3g}; p = " in ok and ok.endswith(", passes")
+    assert broken.endswith("**FAILS**")
+    text = one_run_markdown(
+        one_run_table(audits),
+        checks_table(audits),
+        {
+            **SETTINGS,
+            "gradient_canaries": {**SETTINGS["gradient_canaries"], "count": 500, "norm": 10.0, "runs": 1},
+            "canaries": {"guess_share": 0.2},
+        },
+    )
+    assert "fitted amplitude [interval]" in text and "mechanism fit estimate" not in text
+    findings = {(f.finding, f.scope): f for f in audit_findings(audits, 0.95)}
+    assert findings[("mechanism_fit", "ok")].holds and not findings[("mechanism_fit", "half_noise")].holds
