@@ -40,9 +40,10 @@ def test_every_headline_finding_separates(findings):
 
 
 def test_headline_numbers_are_the_default_runs(findings):
-    # the same world, models and samples as the full default run: its AUCs as docs/paper.md
-    # reports them from `make run` (Table 2, Tables 3, 5, 6: three decimals)
-    published = {
+    """The same world, models and samples as the full default run: its AUCs, this project's own
+    numbers as docs/paper.md records them from `make run` (Table 2, Tables 3, 5, 6: three
+    decimals), not a publication's."""
+    recorded = {
         ("lr_beats_loss", "base_long_mimic"): (0.803, 0.682),
         ("lr_beats_loss", "base_long_i2b2"): (0.927, 0.852),
         ("long_beats_short", "base_long_mimic"): (0.803, 0.704),
@@ -52,7 +53,7 @@ def test_headline_numbers_are_the_default_runs(findings):
         ("patient_beats_sample", "base_long_mimic_patient"): (0.888, 0.803),
     }
     for row in findings.itertuples():
-        assert (round(row.first_value, 3), round(row.second_value, 3)) == published[(row.finding, row.scope)]
+        assert (round(row.first_value, 3), round(row.second_value, 3)) == recorded[(row.finding, row.scope)]
 
 
 def test_headline_orderings_by_hand(headline_run, findings):

@@ -10,6 +10,7 @@ from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
 from mlmia.defences.audit import accountant_record, attack_audit, audit_target, joint_confidence, read_train_info
 from mlmia.defences.gradient_canaries import read_record
+from mlmia.defences.mechanism_fit import describe_fit
 from mlmia.defences.token_canaries import token_scores
 from mlmia.models.loading import load_mlm
 
@@ -56,6 +57,9 @@ def main(snakemake):
         log.info("%s: %s one-run audit: %d of %d guesses right on %d canaries of %d run(s), eps >= %.3f "
                  "(Steinke et al. %.3f, f-DP %.3f)", target, row["audit"], row["correct"], row["guesses"],
                  row["canaries"], row.get("runs", 1), row["epsilon_lb"], row["steinke_lb"], row["fdp_lb"])  # fmt: skip
+        if "mech_p_value" in row:
+            log.info("%s: %s mechanism fit (parameter check): %s; p = %.3g; model-based lower limit (PRV, rests on the Gaussian model) %.3f",
+                     target, row["audit"], describe_fit(row), row["mech_p_value"], row["mech_epsilon_lcl"])  # fmt: skip
     for row in audit["checks"]:
         log.info("%s: %s check: %s, p = %.3g", target, row["check"], row["detail"], row["p_value"])
     for row in audit["attacks"]:

@@ -3,8 +3,9 @@
 
 - `bounds_table` / `bounds_markdown`: one row per target: the accountant's epsilon, the fault
   the training records, the white-box and black-box one-run bounds with their ratio to the
-  accountant's epsilon, the best attack bound, the mechanism checks and the verdict; then the
-  strongest attack and the utility of the targets that the attacks audit.
+  accountant's epsilon, the mechanism fit (a parameter check, never among the bounds) and the
+  model-based lower limit beside it, the best attack bound, the mechanism checks and the verdict;
+  then the strongest attack and the utility of the targets that the attacks audit.
 - `one_run_table` / `one_run_markdown`: every one-run audit (white-box, black-box) of every
   target, and every mechanism check.
 - `audit_findings`: the audit's checks as `mlmia.report.finding.Finding` records, written by the
@@ -27,17 +28,26 @@ ONE_RUN_COLUMNS = ["target", "audit", "score", "fault", "accountant_epsilon", "d
                    "guesses", "correct", "steinke_lb", "fdp_lb", "epsilon_lb", "ratio", "beta", "gauss_estimate",
                    "gauss_estimate_ratio", "gauss_lcl", "gauss_lcl_ratio", "gauss_mu", "gauss_mu_lb", "gauss_skew_in",
                    "gauss_skew_out", "gauss_sd_ratio", "gauss_null_scores", "gauss_normal_p", "gauss_normal_passed",
-                   "gauss_same_p", "gauss_sim_trips", "gauss_fails", "mech_estimate", "mech_estimate_ratio",
-                   "mech_lcl", "mech_lcl_ratio", "mech_check_lcl", "mech_noise_multiplier", "mech_rate",
-                   "mech_amplitude"]  # fmt: skip
+                   "gauss_same_p", "gauss_sim_trips", "gauss_fails", "mech_noise_multiplier",
+                   "mech_noise_multiplier_low", "mech_noise_multiplier_high", "mech_claimed_noise_multiplier",
+                   "mech_rate", "mech_rate_low", "mech_rate_high", "mech_claimed_rate", "mech_amplitude",
+                   "mech_amplitude_low", "mech_amplitude_high", "mech_p_value", "mech_level", "mech_passed",
+                   "mech_epsilon_lcl", "mech_epsilon_lcl_ratio"]  # fmt: skip
 #: the Gaussian analysis' label wherever its number is printed: an estimate, not a bound
 GAUSS_LABEL = "estimate (Gaussian assumption)"
-#: the mechanism fit's label wherever its number is printed: an estimate, not a bound
-FIT_LABEL = "mechanism fit estimate"
+#: the mechanism fit's label wherever it is printed: a check of the claim's parameters, neither a bound nor an estimate of ε
+FIT_LABEL = "mechanism fit (parameter check)"
+#: the model-based limit's label wherever its number is printed: a limit under the model, not a bound
+MODEL_LIMIT_LABEL = "model-based lower limit (PRV, rests on the Gaussian model)"
+#: the mechanism fit's keys that the per-target table carries (prefixed whitebox_)
+FIT_KEYS = ("mech_noise_multiplier", "mech_noise_multiplier_low", "mech_noise_multiplier_high",
+            "mech_claimed_noise_multiplier", "mech_rate", "mech_rate_low", "mech_rate_high", "mech_claimed_rate",
+            "mech_amplitude", "mech_amplitude_low", "mech_amplitude_high", "mech_p_value", "mech_passed",
+            "mech_epsilon_lcl")  # fmt: skip
 CHECK_COLUMNS = ["target", "fault", "check", "observed", "expected", "p_value", "level", "passed", "detail"]
 
 
-#: what a DP target's epsilon does not cover, said in every DP table (issue 27): the tokenizer is
+#: what a DP target's epsilon does not cover, said in every DP table: the tokenizer is
 #: the world's, learnt without DP from every world corpus, the private text included
 VOCABULARY_SCOPE = (
     "the weights given the tokenizer; the vocabulary is outside the guarantee (the tokenizer was learnt without DP "
@@ -95,9 +105,10 @@ def bounds_table(audits: list[dict]) -> pd.DataFrame:
                     f"{key}_fdp_lb": found.get("fdp_lb", NAN),
                     f"{key}_ratio": _ratio(found.get("epsilon_lb", NAN), record["accountant_epsilon"])}  # fmt: skip
         white = _canary(audit, "white-box") or {}
-        for key in ("gauss_estimate", "gauss_lcl", "mech_estimate", "mech_lcl"):
+        for key in ("gauss_estimate", "gauss_lcl", "mech_epsilon_lcl"):
             row |= {f"whitebox_{key}": white.get(key, NAN),
                     f"whitebox_{key}_ratio": _ratio(white.get(key, NAN), record["accountant_epsilon"])}  # fmt: skip
+        row |= {f"whitebox_{key}": white.get(key, NAN) for key in FIT_KEYS}
         row["whitebox_gauss_normal_p"] = white.get("gauss_normal_p", NAN)
         failed = [c["check"] for c in audit["checks"] if not c["passed"]]
         row |= {"checks": "none" if not audit["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed)),
@@ -134,7 +145,8 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
     """The per-target table as Markdown: the audit, then the attacks and utility; notes say what
     each column means."""
     header = ["target", "accountant ε (δ)", "fault recorded", "patient-level ε (δ)", "white-box bound (/ε)",
-              f"white-box {FIT_LABEL} (/ε)", "its lower limit (/ε)", f"white-box {GAUSS_LABEL} (/ε)",
+              f"white-box {FIT_LABEL}: noise multiplier; rate [intervals] vs σ; q", f"{MODEL_LIMIT_LABEL} (/ε)",
+              f"white-box {GAUSS_LABEL} (/ε)",
               "its lower limit (/ε)", "black-box canary bound (/ε)",
               "best attack bound (attack)", "mechanism checks", "audit"]  # fmt: skip
     pooled = "whitebox_runs" in table.columns
@@ -150,8 +162,8 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         attack = "n.a." if not isinstance(attack, float) or math.isnan(attack) else (
             f"{_format(attack)} ({row['bound_attack']})")  # fmt: skip
         body.append([row["target"], _accountant(row), _fault(row["fault"]), patient, _bound(row, "whitebox"),
-                     _bound(row, "whitebox_mech_estimate", "whitebox_mech_estimate"),
-                     _bound(row, "whitebox_mech_lcl", "whitebox_mech_lcl"),
+                     _fit_cell(row, "whitebox_"),
+                     _bound(row, "whitebox_mech_epsilon_lcl", "whitebox_mech_epsilon_lcl"),
                      _bound(row, "whitebox_gauss_estimate", "whitebox_gauss_estimate"),
                      _bound(row, "whitebox_gauss_lcl", "whitebox_gauss_lcl"),
                      _bound(row, "blackbox"), attack, row["checks"],
@@ -185,12 +197,15 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         f"accountant's δ, the families of a target (white-box, black-box, attacks) holding together with confidence "
         f"{confidence:g} (Bonferroni); "
         "in brackets the ratio to the accountant's ε.",
-        f"White-box {FIT_LABEL}: the accountant's ε for the subsampled Gaussian mechanism that the canaries' "
-        "observations fit (their noise, the clipped canary's amplitude and the rate it joins at, by moments; "
-        "mlmia.defences.mechanism_fit): an ESTIMATE, not a bound, that assumes Gaussian noise of one scale (the noise "
-        "checks) and one rate and amplitude; a correct trainer's is its accountant's ε up to sampling error. Its lower "
-        "limit: at the fitted parameters' lower confidence limits (delta method) at the white-box family's "
-        "confidence; the limit at the checks' level above the accountant's ε fails the audit, as a mechanism check.",
+        f"White-box {FIT_LABEL}: the subsampled Gaussian mechanism that the canaries' observations fit by moments "
+        "(mlmia.defences.mechanism_fit): the noise multiplier (the noise over the clipped canary's amplitude) and the "
+        "rate it joins at, each with its Fieller interval at the white-box family's confidence, against the claim's σ "
+        "and q; p: the test that the observations fit the claimed mechanism (two moment conditions, Bonferroni), "
+        f"which FAILS the audit below the checks' level, as a mechanism check. A check of the parameters, not a "
+        f"measure of ε. {MODEL_LIMIT_LABEL[0].upper()}{MODEL_LIMIT_LABEL[1:]}: the PRV accountant's lower bound on ε "
+        "(Gopi, Lee and Wutschitz 2021) at the noise multiplier's upper and the rate's lower limit, a lower confidence "
+        "limit that holds only under the model (Gaussian noise of one scale, one rate, independent observations); "
+        "reported, it fails nothing.",
         f"White-box {GAUSS_LABEL}: ε of μ-GDP at the accountant's δ, μ the standardized difference of the included "
         "and excluded canaries' scores (Andrew et al., ICLR 2024; Dong, Roth and Su 2022): an ESTIMATE, not a bound, "
         "valid only as far as the scores are normal (one_run.md has the check); its lower limit: the noncentral-t "
@@ -201,8 +216,8 @@ def bounds_markdown(table: pd.DataFrame, fpr: float, confidence: float) -> str:
         f"one half of members and non-members, bound on the other; Clopper-Pearson; all attacks of a target together "
         f"with confidence {confidence:g}, Bonferroni); bounds_by_attack.csv holds every attack's.",
         "Mechanism checks: the observed Poisson batches against q n and the noise on canary-free coordinates against "
-        "σ C / expected batch (one_run.md). Audit: FAILS when a check fails or a bound exceeds the accountant's ε; the "
-        "target's check job then fails the run in one line.",
+        "σ C / expected batch (one_run.md). Audit: FAILS when a check or the mechanism fit's parameter check fails or "
+        "a bound exceeds the accountant's ε; the target's check job then fails the run in one line.",
         "",
         markdown_table(second, rows) if rows else "No target is attacked by the zoo.",
         "",
@@ -234,8 +249,8 @@ def one_run_table(audits: list[dict]) -> pd.DataFrame:
                          "ratio": _ratio(found["epsilon_lb"], record["accountant_epsilon"]),
                          "gauss_estimate_ratio": _ratio(found.get("gauss_estimate", NAN), record["accountant_epsilon"]),
                          "gauss_lcl_ratio": _ratio(found.get("gauss_lcl", NAN), record["accountant_epsilon"]),
-                         "mech_estimate_ratio": _ratio(found.get("mech_estimate", NAN), record["accountant_epsilon"]),
-                         "mech_lcl_ratio": _ratio(found.get("mech_lcl", NAN), record["accountant_epsilon"])})  # fmt: skip
+                         "mech_epsilon_lcl_ratio": _ratio(found.get("mech_epsilon_lcl", NAN),
+                                                          record["accountant_epsilon"])})  # fmt: skip
     if not _pooled(audits):
         return pd.DataFrame(rows, columns=ONE_RUN_COLUMNS)
     # runs pooled (dp_audit.gradient_canaries.runs): how many, after the score (a black-box audit is one run's)
@@ -252,12 +267,13 @@ def checks_table(audits: list[dict]) -> pd.DataFrame:
 def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict) -> str:
     """The one-run audits and the mechanism checks as Markdown, with notes on what they measure."""
     header = ["target", "audit (score)", "accountant ε (δ)", "fault recorded", "canaries (inserted)", "guesses",
-              "correct", "Steinke et al. bound", "f-DP bound", "bound / ε", FIT_LABEL, "/ ε", "its lower limit", "/ ε",
-              "fitted σ, q", GAUSS_LABEL, "/ ε", "its lower limit", "/ ε", "null normal (p)", "skew in / out"]  # fmt: skip
+              "correct", "Steinke et al. bound", "f-DP bound", "bound / ε",
+              f"{FIT_LABEL}: noise multiplier; rate [intervals] vs σ; q", "fitted amplitude [interval]", MODEL_LIMIT_LABEL,
+              "/ ε", GAUSS_LABEL, "/ ε", "its lower limit", "/ ε", "null normal (p)", "skew in / out"]  # fmt: skip
     body = [[row.target, f"{row.audit} ({row.score})", _accountant(row._asdict()), _fault(row.fault),
              f"{row.canaries} ({row.inserted})", row.guesses, row.correct, _format(row.steinke_lb), _format(row.fdp_lb),
-             _format(row.ratio, 2), _format(row.mech_estimate), _format(row.mech_estimate_ratio, 2),
-             _format(row.mech_lcl), _format(row.mech_lcl_ratio, 2), _fitted(row),
+             _format(row.ratio, 2), _fit_cell(row._asdict()), _amplitude(row._asdict()),
+             _format(row.mech_epsilon_lcl), _format(row.mech_epsilon_lcl_ratio, 2),
              _format(row.gauss_estimate), _format(row.gauss_estimate_ratio, 2),
              _format(row.gauss_lcl), _format(row.gauss_lcl_ratio, 2), _normality(row),
              f"{_format(row.gauss_skew_in, 2)} / {_format(row.gauss_skew_out, 2)}"
@@ -300,12 +316,16 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
         f"{settings['confidence']:g} (Bonferroni; column beta: each family's error probability). The accountant's ε "
         f"covers {VOCABULARY_SCOPE}.",
         "",
-        f"{FIT_LABEL[0].upper()}{FIT_LABEL[1:]} (white-box only): the accountant's ε for the subsampled Gaussian "
-        "mechanism the canaries' observations fit by moments (fitted σ: the noise over the clipped canary's "
-        "amplitude; q: the rate it joins at; mlmia.defences.mechanism_fit), an ESTIMATE that assumes Gaussian noise "
-        "of one scale and one rate and amplitude; its lower limit at the fitted parameters' lower confidence limits "
-        "(delta method, the white-box family's confidence). At the checks' level it is a check: above the "
-        "accountant's ε it fails the audit.",
+        f"{FIT_LABEL[0].upper()}{FIT_LABEL[1:]} (white-box only): the subsampled Gaussian mechanism the canaries' "
+        "observations fit by moments (mlmia.defences.mechanism_fit): the noise multiplier (the noise over the clipped "
+        "canary's amplitude), the rate it joins at and the amplitude (1 for a trainer that clips to C), each with its "
+        "Fieller interval at the white-box family's confidence (column beta; [0, ∞]: not identified; n.a.: no "
+        "signal), against the claim's σ, q and 1; p: the test that the observations fit the claimed σ and q (two "
+        f"moment conditions, Bonferroni), failing the audit below {settings['check_level']:g}. It checks the "
+        f"parameters; it is no measure of ε. {MODEL_LIMIT_LABEL[0].upper()}{MODEL_LIMIT_LABEL[1:]}: the PRV "
+        "accountant's lower error bound on ε (Gopi, Lee and Wutschitz, NeurIPS 2021) at the noise multiplier's upper "
+        "and the rate's lower limit: a lower confidence limit at 1 - beta that holds only under the model (Gaussian "
+        "noise of one scale, one rate and amplitude, independent observations); reported, it fails nothing.",
         "",
         f"{GAUSS_LABEL[0].upper()}{GAUSS_LABEL[1:]} (white-box only): ε of μ-GDP at the accountant's δ, μ the "
         "standardized mean difference (Cohen's d) of the included and the excluded canaries' scores (Andrew, Kairouz, "
@@ -327,11 +347,32 @@ def one_run_markdown(one_run: pd.DataFrame, checks: pd.DataFrame, settings: dict
     return "\n".join([markdown_table(header, body), *notes]) + "\n"
 
 
-def _fitted(row) -> str:
-    sigma, rate = getattr(row, "mech_noise_multiplier", NAN), getattr(row, "mech_rate", NAN)
-    if not isinstance(sigma, float) or math.isnan(sigma):
+def _number(value) -> str:
+    if not isinstance(value, (int, float)) or math.isnan(value):
         return "n.a."
-    return f"{sigma:.3g}, {rate:.3g}"
+    return "∞" if math.isinf(value) else f"{value:.3g}"
+
+
+def _fitted(row: dict, key: str) -> str:
+    low, high = row.get(key + "_low", NAN), row.get(key + "_high", NAN)
+    return f"{_number(row.get(key, NAN))} [{_number(low)}, {_number(high)}]"
+
+
+def _fit_cell(row, prefix: str = "") -> str:
+    """The mechanism fit in one cell: noise multiplier [interval] vs σ; rate [interval] vs q; p and verdict."""
+    values = {key[len(prefix) :]: value for key, value in dict(row).items() if key.startswith(prefix + "mech_")}
+    low = values.get("mech_noise_multiplier_low", NAN)
+    if not isinstance(low, (int, float)) or math.isnan(low):
+        return "n.a."
+    p = values["mech_p_value"]
+    verdict = "no claim" if math.isnan(p) else f"p = {p:.2g}, " + ("passes" if values["mech_passed"] else "**FAILS**")
+    return (f"{_fitted(values, 'mech_noise_multiplier')} vs {_number(values['mech_claimed_noise_multiplier'])}; "
+            f"{_fitted(values, 'mech_rate')} vs {_number(values['mech_claimed_rate'])}; {verdict}")  # fmt: skip
+
+
+def _amplitude(row: dict) -> str:
+    low = row.get("mech_amplitude_low", NAN)
+    return "n.a." if not isinstance(low, (int, float)) or math.isnan(low) else _fitted(row, "mech_amplitude")
 
 
 def _normality(row) -> str:
@@ -390,6 +431,9 @@ def audit_findings(audits: list[dict], confidence: float) -> list[Finding]:
                      f"{found['guesses']} guesses right"
                      f"{_pooled_runs(found)}; {_note(audit)}",
             ))  # fmt: skip
+        for found in audit["canary_audits"]:
+            if "mech_passed" in found and not math.isnan(found["mech_p_value"]):
+                out.append(_fit_finding(found, audit))
         for check in audit["checks"]:
             out.append(Finding(
                 finding=f"check_{re.sub('[^a-z0-9]+', '_', check['check'].lower()).strip('_')}", kind="baseline", scope=audit["target"],
@@ -400,6 +444,26 @@ def audit_findings(audits: list[dict], confidence: float) -> list[Finding]:
                 verdict="not resolvable", note=f"p = {check['p_value']:.2g}; {_note(audit)}", number_format=".4g",
             ))  # fmt: skip
     return out
+
+
+def _fit_finding(found: dict, audit: dict) -> Finding:
+    """The mechanism fit's parameter check as a finding: the fitted noise multiplier against the
+    claimed σ; a test, so no interval of the difference: the fitted values' intervals, the rate and
+    the p-value in the note."""
+    sigma, fitted = found["mech_claimed_noise_multiplier"], found["mech_noise_multiplier"]
+    return Finding(
+        finding="mechanism_fit", kind="baseline", scope=audit["target"],
+        claim=f"The {found['audit']} {FIT_LABEL} agrees with the claimed noise multiplier and rate",
+        measure="noise multiplier (noise / clipped canary)", first="fitted", first_value=fitted, second="claimed σ",
+        second_value=sigma, difference=fitted - sigma, difference_ci_low=NAN, difference_ci_high=NAN,
+        interval=f"two moment conditions, two-sided tests at level {found['mech_level']:g} (Bonferroni)",
+        n=found["mech_observations"], margin=0.0, holds=bool(found["mech_passed"]), verdict="not resolvable",
+        note=f"noise multiplier {_fitted(found, 'mech_noise_multiplier')}, rate {_fitted(found, 'mech_rate')} against "
+             f"q = {found['mech_claimed_rate']:.3g}, amplitude {_fitted(found, 'mech_amplitude')} against 1 (Fieller "
+             f"intervals at 1 - {found['beta']:.3g}); "
+             f"p = {found['mech_p_value']:.2g} that the observations fit the claimed mechanism; {_note(audit)}",
+        number_format=".4g",
+    )  # fmt: skip
 
 
 def findings_markdown(findings: list[Finding], confidence: float) -> str:
