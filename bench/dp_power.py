@@ -45,6 +45,20 @@ from mlmia.report.markdown import markdown_table
 from mlmia.terms.schema import load_yaml, schema_path, validate
 
 REPO = Path(__file__).resolve().parent.parent
+#: what each fault's trainer does and what its record shows (`fault_simulation`'s docstring)
+FAULT_MODELS = [
+    ["noise multiplier × k", "noise k σ C on every coordinate", "z = b + k σ N on the canaries and the sentinels"],
+    ["clipping norm × k", "units clipped to k C (the canary too), noise σ C",
+     "z = k b + σ N; the sentinels as a correct trainer's"],
+    ["sampling rate × k", "data units and canaries drawn at k q; D unchanged",
+     "b joins at k q; batches Binomial(n, k q)"],
+    ["divisor floor(n q), records D", "divides by Opacus' floor(n q), records the planned D",
+     "z = (D / floor(n q)) (b + σ N)"],
+    ["divisor floor(n q), records floor(n q)", "divides by floor(n q) and records it",
+     "z = b + σ N, the correct trainer's"],
+    ["divisor the step's batch", "divides by max(B_t, 1), B_t the step's data units (fault sampled_batch_size)",
+     "z = (D / B_t) (b + σ N)"],
+]  # fmt: skip
 #: the power a check must reach to count as catching a fault
 POWER = 0.8
 GOAL = "noise multiplier × 0.5"
@@ -127,14 +141,27 @@ def page(claims: list[Claim], found: dict, args: argparse.Namespace, wall: float
         "",
         f"- command: `{args.command}`",
         f"- commit {commit()}, {cpu_model()}, {os.cpu_count()} cores; {wall / 60:.1f} min wall, {cpu / 60:.1f} min CPU",
-        f"- runs: {args.runs} per fault and claim, {args.null_runs} per claim for the correct trainer; "
-        f"seed {args.seed}",
+        f"- runs: {args.runs} per fault and claim (every cell alike, none stopped early), {args.null_runs} per "
+        f"claim for the correct trainer; seed {args.seed}",
         f"- shape: {shape}",
         f"- claims: {claimed}",
+        "",
+        "## The faults",
+        "",
+        "Each trainer's accountant reports the claim; the record names the claimed σ, q, n, T, C = 1 and the "
+        f"divisor D = {first.divisor:g}, and the auditor reads each observation x as z = x D / C: b + σ N(0, 1) "
+        "for a canary of a correct trainer (b = 1 when the included canary joined the step, rate q), σ N(0, 1) on "
+        "a sentinel.",
+        "",
+        markdown_table(["fault", "what the trainer does", "what the auditor reads"], FAULT_MODELS),
         "",
         "## The checks and their rules",
         "",
         markdown_table(["check", "flags a target when", "nominal level", "loose level"], rules(claims, loose)),
+        "",
+        "The mechanism fit's column is today's rule; when the fit becomes a test of its parameters (a p-value "
+        'of "noise multiplier = σ and rate = q", failing below the check level), its entry in '
+        "`fault_simulation.CHECKS` changes and the bench runs again.",
         "",
         "## False positives: the correct trainer",
         "",
@@ -169,7 +196,8 @@ def page(claims: list[Claim], found: dict, args: argparse.Namespace, wall: float
     lines += [f"### At the loose level ({loose:g} for every check)", "",
               f"The same runs, flag rates only ({args.runs} runs per cell); each cell: ε = {each}.", "",
               markdown_table(["fault", *checks], loose_rows(claims, found, args.runs, loose)), ""]  # fmt: skip
-    lines += smallest(claims, found, args.runs, loose) + goal(claims, found, args.runs) + notes(claims)
+    lines += smallest(claims, found, args.runs, loose) + goal(claims, found, args.runs)
+    lines += notes(claims) + blind(claims, found, args.runs)
     return "\n".join(lines) + "\n"
 
 
@@ -271,8 +299,17 @@ def notes(claims: list[Claim]) -> list[str]:
         "batches, as 1,210 do).",
         "- The step's batch as divisor (the planted fault `sampled_batch_size`) is caught by the noise by "
         "batch check and, since the mean of D / B_t is not 1, by the noise check.",
-        "",
     ]
+
+
+def blind(claims: list[Claim], found: dict, runs: int) -> list[str]:
+    """One line per claim: the checks that reach POWER on no fault at their nominal level."""
+    lines = []
+    for i, claim in enumerate(claims):
+        none = [check for check in CHECKS if all(found[i, t.label][None][check] / runs < POWER for t in FAULTS)]
+        lines.append(f"- At ε = {claim.epsilon:.2f} no fault is caught with power ≥ {POWER:g} (nominal level) by: "
+                     f"{', '.join(none) or 'no check'}.")  # fmt: skip
+    return [*lines, ""]
 
 
 def main(argv: list[str] | None = None) -> None:
