@@ -14,6 +14,8 @@
   2025), the mechanism checks, every attack's empirical lower bound (Jagielski, Ullman and
   Oprea, NeurIPS 2020; Nasr, Song, Thakurta, Papernot and Carlini, IEEE S&P 2021) with the
   target's utility, and the rule that fails a target whose DP claim they refute.
+- `fault_simulation`: faulty DP-SGD trainers simulated without training, and each check of the
+  audit as a rule that flags a record or not (what bench/dp_power.py measures power with).
 - `report`: the tables and findings over all targets.
 - `figure`: the privacy-utility figure.
 - `workflow`: what `snakemake dp` attacks for each DP target (no Snakemake here).

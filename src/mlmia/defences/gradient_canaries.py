@@ -193,20 +193,42 @@ def sentinel_scores(record: dict, *, score: str) -> np.ndarray:
 
 def simulated_record(sigma: float, rate: float, steps: int, count: int, rng: np.random.Generator,
                      sentinels: int = 0, noise_scale: float = 1.0, amplitude: float = 1.0,
-                     join_rate: float | None = None) -> dict:  # fmt: skip
+                     join_rate: float | None = None, units: int | None = None, divisor: float = 1.0,
+                     unit: float = 1.0, used_divisor: float | str | None = None) -> dict:  # fmt: skip
     """A record (`read_record`'s keys that the scores read) of the mechanism the accountant claims,
     simulated without training: each of `count` canaries included with probability 1/2, each
     included one joining each of `steps` steps with probability `rate`, z_t = b_t + sigma N(0, 1)
     (`noise_scale` x sigma: a faulty mechanism whose claim stays sigma); `sentinels` canary-free
     coordinates after the canaries. Other faults whose claim stays (sigma, rate): a joining canary
-    adding `amplitude` (10: not clipped), joins at `join_rate` (default `rate`)."""
+    adding `amplitude` (10: not clipped), joins at `join_rate` (default `rate`).
+
+    As a trainer writes it (`mlmia.defences.fault_simulation` models faulty trainers with it): with
+    `units` n the record carries what `mechanism_checks` reads too, `units`, each step's Poisson
+    batch of data units `data_batch` ~ Binomial(n, the join rate: data units and canaries are
+    sampled alike) and `canary_batch`, drawn after everything else (the observations are those of
+    the same call without `units`); `divisor` and `unit` are what the trainer records (the planned
+    batch D and the clipping norm C, which the auditor normalises by, z = x D / C) and
+    `used_divisor` what it divides the noised sum by (default `divisor`; "sampled": each step's
+    data batch, at least 1, which needs `units`), so that `observed` is x = z C / (used divisor).
+    The defaults (D = C = 1) give z itself, as before."""
     included = rng.integers(0, 2, count).astype(bool)
-    joined = (rng.random((steps, count)) < (rate if join_rate is None else join_rate)) & included
+    join = rate if join_rate is None else join_rate
+    joined = (rng.random((steps, count)) < join) & included
     observed = amplitude * joined + noise_scale * sigma * rng.standard_normal((steps, count))
     if sentinels:  # drawn after the canaries' noise, which is then the same with or without them
         observed = np.concatenate([observed, noise_scale * sigma * rng.standard_normal((steps, sentinels))], axis=1)
-    return {"observed": observed, "included": included, "divisor": 1.0, "unit": 1.0, "count": count,
-            "sigma": float(sigma), "sample_rate": float(rate), "steps": int(steps)}  # fmt: skip
+    record = {"included": included, "divisor": float(divisor), "unit": float(unit), "count": count,
+              "sigma": float(sigma), "sample_rate": float(rate), "steps": int(steps)}  # fmt: skip
+    if units is not None:
+        batch = rng.binomial(int(units), join, steps)
+        record |= {"units": int(units), "data_batch": batch, "canary_batch": joined.sum(axis=1)}
+    if isinstance(used_divisor, str):
+        if used_divisor != "sampled" or units is None:
+            raise UserError(f"simulated_record: used_divisor {used_divisor!r}: only 'sampled', with units, is known")
+        used = np.maximum(record["data_batch"], 1).astype(np.float64)[:, None]
+    else:
+        used = float(divisor if used_divisor is None else used_divisor)
+    return record | {"observed": observed * float(unit) / used}
 
 
 def _scores(z: np.ndarray, record: dict, score: str) -> np.ndarray:

@@ -1,0 +1,133 @@
+"""The simulation behind bench/dp_power.py (`mlmia.defences.fault_simulation`): the records it
+simulates are the mechanism each trainer would produce, each check's rule flags what the audit's
+own functions flag, and the cases a hand computation decides come out so, at the shipped recipe's
+shape (n = 1,210 units, q = 1/5, T = 100, D = 256, 1,000 canaries and 64 sentinels)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy import stats
+
+from mlmia.defences.audit import TOLERANCE, gaussian_audit, one_run_canary_audit
+from mlmia.defences.fault_simulation import (
+    CHECKS,
+    CORRECT,
+    FAULTS,
+    Claim,
+    fdp_threshold,
+    flag_counts,
+    trainer_record,
+)
+from mlmia.defences.gradient_canaries import canary_scores, mechanism_checks, normalised, simulated_record
+from mlmia.defences.mechanism_fit import fit_mechanism
+
+#: the shipped dp_eps8 and dp_eps1 claims (their train_info.json: sigma found by Opacus' RDP accountant)
+EPS8 = Claim(epsilon=7.994899964175473, sigma=1.285400390625, rate=0.2, steps=100, delta=1 / 1210, units=1210,
+             divisor=256.0)  # fmt: skip
+EPS1 = dataclasses.replace(EPS8, epsilon=0.9931191915942899, sigma=6.09375)
+FAULT = {t.label: t for t in FAULTS}
+
+
+def p_values(claim: Claim, trainer, runs: int, seed: int, check: str) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(runs):
+        rows = mechanism_checks(trainer_record(claim, trainer, rng), level=claim.level)
+        found.append(next(row["p_value"] for row in rows if row["check"] == check))
+    return np.array(found)
+
+
+def test_a_correct_trainer_s_noise_check_p_values_are_uniform():
+    """Under the claim the sentinels' sum of squares over (sigma C / D)^2 is chi-square(T e) exactly,
+    so the two-sided p-value is U(0, 1): 200 runs against it by Kolmogorov-Smirnov, at a loose level."""
+    p = p_values(EPS8, CORRECT, 200, 1, "noise")
+    assert stats.kstest(p, "uniform").pvalue > 1e-3
+    assert np.sum(p < 0.05) <= stats.binom.ppf(0.999, 200, 0.05)
+
+
+def test_the_faults_a_hand_computation_decides():
+    """noise x 0.25: the sentinels' T e = 6,400 squares sum to about 6,400 / 16 = 400 claimed
+    variances, where chi-square(6,400) lies within 6,400 +- 5 x 113: p far below 1e-6 in every run.
+    Sampling at 2 q: the data units of 100 batches are Binomial(121,000, 0.4), mean 48,400, against
+    q n T = 24,200 +- 139 (sd): z near 170, flagged in every run. The step's batch as divisor: the
+    noise sd follows 1 / B_t, a slope of -1 on log batch (about 10 sds of its estimate; docs/dp.md)."""
+    for label, check in [("noise multiplier × 0.25", "noise"), ("sampling rate × 2", "Poisson batch"),
+                         ("divisor the step's batch", "noise by batch")]:  # fmt: skip
+        assert np.all(p_values(EPS8, FAULT[label], 20, 2, check) < EPS8.level), label
+
+
+def test_the_clipping_fault_is_invisible_to_the_noise_check():
+    """Units clipped to 4 C with the noise still sigma C: the sentinels see the correct trainer's
+    noise, drawn from the same stream (the canaries' amplitude takes no draw), so the noise check's
+    p-values are the correct trainer's, run for run, and flag at its nominal level."""
+    clipped = p_values(EPS8, FAULT["clipping norm × 4"], 100, 3, "noise")
+    assert np.array_equal(clipped, p_values(EPS8, CORRECT, 100, 3, "noise"))
+    assert np.sum(clipped < 0.05) <= stats.binom.ppf(0.999, 100, 0.05)
+
+
+def test_a_record_is_what_the_trainer_writes():
+    """The data batches come last (the observations are those of a record without them); Opacus'
+    divisor recorded as the plan scales the normalised observations by D / floor(n q) = 256 / 242,
+    recorded as itself it gives the correct trainer's; a clipping norm of k C makes the canary's
+    step k and leaves the sentinels alone."""
+    args = (EPS8.sigma, EPS8.rate, EPS8.steps, 300)
+    plain = simulated_record(*args, np.random.default_rng(4), sentinels=64)
+    full = simulated_record(*args, np.random.default_rng(4), sentinels=64, units=1210)
+    assert np.array_equal(plain["observed"], full["observed"]) and "data_batch" not in plain
+    assert full["data_batch"].shape == (EPS8.steps,) and abs(full["data_batch"].mean() - 242) < 6
+    records = {label: trainer_record(EPS8, trainer, np.random.default_rng(5))
+               for label, trainer in [("correct", CORRECT), *FAULT.items()]}  # fmt: skip
+    correct = normalised(records["correct"])
+    assert records["divisor floor(n q), records D"]["divisor"] == 256.0
+    np.testing.assert_allclose(normalised(records["divisor floor(n q), records D"]), correct * 256 / 242, rtol=1e-12)
+    assert records["divisor floor(n q), records floor(n q)"]["divisor"] == 242.0
+    np.testing.assert_allclose(normalised(records["divisor floor(n q), records floor(n q)"]), correct, rtol=1e-12)
+    clipped = normalised(records["clipping norm × 4"])
+    joined = (clipped - correct)[:, : EPS8.count]
+    assert set(np.round(np.unique(joined), 9)) == {0.0, 3.0}  # a joining canary adds 4 where it added 1
+    assert np.array_equal(clipped[:, EPS8.count :], correct[:, EPS8.count :])
+
+
+def test_each_rule_flags_what_the_audit_s_own_functions_flag():
+    """The rules that take shortcuts (the f-DP bound by its threshold of right guesses, the
+    Gaussian analysis by the claim's cached simulated trips, the mechanism fit by the accountant's
+    monotonicity) against `one_run_canary_audit`, `gaussian_audit` and `fit_mechanism`, on records
+    each rule flags and records it does not."""
+    rng = np.random.default_rng(6)
+    guesses, fewest = fdp_threshold(EPS8)
+    assert guesses == 100 and fewest == 201  # at eps 8 even 200 right guesses certify less
+    seen = {name: set() for name in CHECKS}
+    cases = [(EPS1, CORRECT), (EPS1, FAULT["noise multiplier × 0.25"]), (EPS8, FAULT["noise multiplier × 0.5"]),
+             (EPS8, FAULT["clipping norm × 1.5"])]  # the last: a fit limit the accountant must decide  # fmt: skip
+    for claim, trainer in cases:
+        record = trainer_record(claim, trainer, rng)
+        scores = canary_scores(record, score=claim.score)
+        bound = one_run_canary_audit(scores, record["included"], claim.guess_share, claim.delta, claim.beta)
+        gauss = gaussian_audit(record, scores, claim.score, claim.epsilon, claim.delta, claim.beta)
+        fit = fit_mechanism(record, claim.accountant, claim.delta, claim.beta, claim.level)
+        expected = {"f-DP bound": bound["epsilon_lb"] > claim.epsilon + TOLERANCE,
+                    "Gaussian analysis": gauss["gauss_fails"],
+                    "mechanism fit": fit["mech_check_lcl"] > claim.epsilon + TOLERANCE}  # fmt: skip
+        for name, flagged in expected.items():
+            assert CHECKS[name](record, claim) == flagged, (trainer.label, claim.epsilon, name)
+            seen[name].add(flagged)
+    assert all(seen[name] == {True, False} for name in ("f-DP bound", "Gaussian analysis", "mechanism fit")), seen
+
+
+def test_the_bench_writes_its_page(tmp_path):
+    """bench/dp_power.py end to end on one claim and one run per trainer: the page's tables, and
+    counts that are the same on a second call with the same seed."""
+    import dp_power
+
+    out = tmp_path / "power.md"
+    dp_power.main(["--models", "dp_eps8", "--runs", "1", "--null-runs", "1", "--out", str(out)])
+    text = out.read_text()
+    for heading in ("## False positives: the correct trainer", "### ε = 7.99 (σ = 1.2854)",
+                    "## The goal: noise multiplier × 0.5 at ε = 7.99", "- command: `python bench/dp_power.py"):  # fmt: skip
+        assert heading in text, heading
+    assert "| sampling rate × 2 | 18.10 | 1.00 [0.03, 1.00] |" in text  # Poisson batch flags it, its unit's eps
+    counts = flag_counts(EPS8, FAULT["sampling rate × 2"], 3, 0, (0.05,))
+    assert counts == flag_counts(EPS8, FAULT["sampling rate × 2"], 3, 0, (0.05,))
+    assert counts[None]["Poisson batch"] == 3 and counts[None]["any check"] == 3 and counts[None]["f-DP bound"] == 0
