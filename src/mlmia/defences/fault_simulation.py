@@ -39,9 +39,9 @@ The checks (`CHECKS`): each is one function (record, claim) -> flagged, applying
 the mechanism fit's; `Claim.beta`, the white-box family's share of 1 - confidence):
 `mechanism_checks`' three rows (Poisson batch, noise, noise by batch) below `level`; the f-DP
 lower bound of the one-run audit (`one_run_canary_audit` with the configured guess share)
-above the accountant's epsilon; the Gaussian analysis' `gauss_fails`; the mechanism fit's lower
-limit at `level` above the accountant's epsilon (today's rule; `mechanism_fit_flags`). Swapping
-a rule is swapping its entry in `CHECKS`.
+above the accountant's epsilon; the Gaussian analysis' `gauss_fails`; the mechanism fit's
+parameter check, its p-value below `level` (`mechanism_fit_flags`). Swapping a rule is swapping
+its entry in `CHECKS`.
 """
 
 from __future__ import annotations
@@ -54,18 +54,15 @@ import zlib
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats
 
 from mlmia.defences.audit import TOLERANCE, gaussian_false_alarms
 from mlmia.defences.dp_sgd import accountant_epsilon
 from mlmia.defences.gradient_canaries import (
     canary_scores,
-    free_coordinates,
     mechanism_checks,
-    normalised,
     simulated_record,
 )
-from mlmia.defences.mechanism_fit import MIN_OBSERVATIONS
+from mlmia.defences.mechanism_fit import fit_mechanism
 from mlmia.metrics.gaussian_audit import gaussian_one_run
 from mlmia.metrics.privacy_bounds import fdp_one_run_epsilon, one_run_correct
 
@@ -267,73 +264,16 @@ def gaussian_flags(record: dict, claim: Claim) -> bool:
     return found["gauss_lcl"] > claim.epsilon + TOLERANCE and claimed_trips(claim) == 0
 
 
-def fit_lower_limits(record: dict, level: float) -> tuple[float, float] | None:
-    """The lower limits (a / s, q) that `mechanism_fit.fit_mechanism` puts into the accountant for
-    its limit at `level`, by its moments and delta-method errors: None where it gives 0 (no
-    signal, or a limit at or below 0), (inf, rate) where the record has no noise."""
-    z = normalised(record)
-    inside = z[:, : int(record["count"])][:, np.asarray(record["included"]).astype(bool)].ravel()
-    free = z[:, free_coordinates(record)].ravel()
-    if inside.size < MIN_OBSERVATIONS or free.size < MIN_OBSERVATIONS:
-        raise ValueError(f"fit_lower_limits: {inside.size} and {free.size} observations are too few")
-    m1, var1 = float(inside.mean()), float(inside.var(ddof=1))
-    m2, var2 = float((inside**2).mean()), float((inside**2).var(ddof=1))
-    cov12 = float(np.cov(inside, inside**2)[0, 1])
-    v, var_v = float((free**2).mean()), float((free**2).var(ddof=1))
-    signal = m2 - v
-    if m1 <= 0 or signal <= 0:
-        return None
-    if v == 0:
-        return math.inf, min(1.0, m1**2 / signal)
-    s = math.sqrt(v)
-    cov = np.array([[var1, cov12], [cov12, var2]]) / inside.size
-    grad_rho = np.array([-signal / (m1**2 * s), 1.0 / (m1 * s)])
-    grad_rho_v = -1.0 / (m1 * s) - signal / (2.0 * m1 * s**3)
-    grad_q = np.array([2.0 * m1 / signal, -(m1**2) / signal**2])
-    grad_q_v = m1**2 / signal**2
-    se_rho = math.sqrt(float(grad_rho @ cov @ grad_rho) + grad_rho_v**2 * var_v / free.size)
-    se_q = math.sqrt(float(grad_q @ cov @ grad_q) + grad_q_v**2 * var_v / free.size)
-    k = float(stats.norm.ppf(1.0 - level / 2.0))
-    rho_low, rate_low = signal / (m1 * s) - k * se_rho, min(1.0, m1**2 / signal - k * se_q)
-    return None if rho_low <= 0 or rate_low <= 0 else (rho_low, rate_low)
-
-
 def mechanism_fit_flags(record: dict, claim: Claim) -> bool:
-    """Today's rule of the mechanism fit (`audit.target_failures`): its lower limit at the checks'
-    level (`fit_mechanism`'s mech_check_lcl) above the accountant's epsilon, the accountant's
-    epsilon at the fit's lower limits of (a / s, q) (`fit_lower_limits`; `exceeds`)."""
-    limits = fit_lower_limits(record, claim.level)
-    if limits is None:
+    """The mechanism fit's rule (`audit.target_failures`): its parameter check's p-value
+    (`fit_mechanism`: do the observations fit the claimed noise multiplier and rate?) below the
+    checks' level. A claim of no noise is not tested."""
+    if claim.sigma == 0:
         return False
-    rho_low, rate_low = limits
-    return math.isinf(rho_low) or exceeds(claim, 1.0 / rho_low, rate_low)
+    return fit_mechanism(record, claim.beta, claim.level)["mech_p_value"] < claim.level
 
 
-#: the points (noise multiplier, rate) whose epsilon the accountant was asked for, by claim:
-#: those above its epsilon, those at or below it
-_ASKED: dict[tuple, tuple[list, list]] = {}
-
-
-def exceeds(claim: Claim, sigma: float, rate: float) -> bool:
-    """Whether the accountant's epsilon at (`sigma`, `rate`) is above the claim's (by more than
-    `audit.TOLERANCE`). The accountant costs about 0.2 s a call, and epsilon falls with sigma and
-    grows with the rate, so a point no noisier and sampled no less than one found above is above,
-    and one no less noisy and sampled no more than one found at or below (the claim's own point
-    first) is not: the accountant is asked only where no point asked before decides."""
-    above, below = _ASKED.setdefault((claim.accountant, claim.steps, claim.delta, claim.epsilon),
-                                     ([], [(claim.sigma, claim.rate)]))  # fmt: skip
-    if any(sigma <= s and rate >= r for s, r in above):
-        return True
-    if any(sigma >= s and rate <= r for s, r in below):
-        return False
-    found = _epsilon(claim, sigma, rate) > claim.epsilon + TOLERANCE
-    (above if found else below).append((sigma, rate))
-    return found
-
-
-#: each check of the audit as its failure rule: (record, claim) -> flagged. The mechanism fit's
-#: entry is today's rule; the parameter check's is `fit_mechanism(record, claim.accountant,
-#: claim.delta, claim.beta, claim.level)["mech_p_value"] < claim.level`.
+#: each check of the audit as its failure rule: (record, claim) -> flagged
 CHECKS: dict[str, Callable[[dict, Claim], bool]] = {
     "Poisson batch": _mechanism_check("Poisson batch"),
     "noise": _mechanism_check("noise"),
