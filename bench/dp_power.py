@@ -291,7 +291,7 @@ def notes(claims: list[Claim]) -> list[str]:
         "floor(n q) of what the record implies), one that names floor(n q) is the correct trainer's. The "
         "privacy fault is that the divisor is a function of n: at n = 1,210, q = 1/5 it is 242, and 241 "
         "with any one unit removed, so the noise's scale over a model's millions of coordinates tells the "
-        "two data sets apart (Opacus issue #571). The trainer's rate q = 1 / ceil(n / batch size) is a "
+        "two data sets apart (Opacus issue #571 and Opacus issue #819). The trainer's rate q = 1 / ceil(n / batch size) is a "
         "function of n too, constant between this data set's neighbours (1,209 and 1,211 units give five "
         "batches, as 1,210 do).",
         "- The step's batch as divisor (the planted fault `sampled_batch_size`) is caught by the noise by "
