@@ -31,10 +31,12 @@ from mlmia.defences.fault_simulation import (
     CHECKS,
     CORRECT,
     FAULTS,
+    POWER,
     Claim,
     claimed_trips,
     fdp_threshold,
     flag_counts,
+    mildest_caught,
     recipe_claim,
     train_info_claim,
     unit_epsilon,
@@ -59,8 +61,6 @@ FAULT_MODELS = [
     ["divisor the step's batch", "divides by max(B_t, 1), B_t the step's data units (fault sampled_batch_size)",
      "z = (D / B_t) (b + σ N)"],
 ]  # fmt: skip
-#: the power a check must reach to count as catching a fault
-POWER = 0.8
 GOAL = "noise multiplier × 0.5"
 
 
@@ -107,12 +107,7 @@ def measure(claims: list[Claim], runs: int, null_runs: int, loose: float, seed: 
 
 def caught(counts: dict, runs: int, check: str) -> list[str]:
     """The mildest fault of each kind that `check` flags with power >= POWER."""
-    out = []
-    for kind in dict.fromkeys(t.kind for t in FAULTS):
-        sizes = [t for t in FAULTS if t.kind == kind and counts[t.label][check] / runs >= POWER]
-        if sizes:
-            out.append(f"{sizes[0].label} ({counts[sizes[0].label][check] / runs:.2f})")
-    return out
+    return [f"{t.label} ({counts[t.label][check] / runs:.2f})" for t in mildest_caught(counts, runs, check).values()]
 
 
 def page(claims: list[Claim], found: dict, args: argparse.Namespace, wall: float, cpu: float) -> str:

@@ -16,8 +16,11 @@ from mlmia.defences.fault_simulation import (
     CORRECT,
     FAULTS,
     Claim,
+    audit_power,
     fdp_threshold,
     flag_counts,
+    mildest_caught,
+    target_power,
     trainer_record,
 )
 from mlmia.defences.gradient_canaries import canary_scores, mechanism_checks, normalised, simulated_record
@@ -131,3 +134,50 @@ def test_the_bench_writes_its_page(tmp_path):
     counts = flag_counts(EPS8, FAULT["sampling rate × 2"], 3, 0, (0.05,))
     assert counts == flag_counts(EPS8, FAULT["sampling rate × 2"], 3, 0, (0.05,))
     assert counts[None]["Poisson batch"] == 3 and counts[None]["any check"] == 3 and counts[None]["f-DP bound"] == 0
+
+
+def test_the_mildest_caught_fault_of_each_kind_at_a_target_s_shape():
+    """`target_power` on a small claim (200 canaries, 30 steps, 20 runs), every check at level and
+    beta 1e-6. Noise x 0.25: the 30 x 64 = 1,920 sentinels' squares sum to about 1,920 / 16 = 120
+    claimed variances, where chi-square(1,920) lies within 1,920 +- 5 x 62: the noise check flags
+    every run, so the noise ladder is caught at x 0.25 or milder. Sampling at 2 q: the data units
+    of 30 batches, Binomial(36,300, 0.4), mean 14,520, against q n T = 7,260 +- 76 (sd): the
+    Poisson batch check flags every run. The correct trainer: each of the 6 checks is a test at
+    level <= 1e-6 (the bounds at confidence 1 - 1e-6), so any flag in 20 runs has probability <=
+    6 x 20 x 1e-6."""
+    claim = dataclasses.replace(EPS8, count=200, steps=30).at(1e-6)
+    found = target_power(claim, 20)
+    assert found["runs"] == 20 and found["power"] == 0.8 and found["false_positive"] == 0.0
+    assert set(found["mildest"]) == {"noise multiplier", "clipping norm", "sampling rate"}
+    noise, rate = found["mildest"]["noise multiplier"], found["mildest"]["sampling rate"]
+    assert noise is not None and noise["power"] >= 0.8 and noise["checks"]
+    assert rate is not None and rate["power"] >= 0.8 and rate["checks"]
+    assert found["ladder"]["noise multiplier"] == ["× 0.95", "× 0.9", "× 0.75", "× 0.5", "× 0.25"]
+    if noise["size"] == "× 0.25":
+        assert "noise" in noise["checks"]
+    if rate["size"] == "× 2":
+        assert "Poisson batch" in rate["checks"]
+
+
+def test_the_mildest_caught_is_the_first_of_each_kind_at_the_power():
+    """`mildest_caught` (the bench's and the audit record's rule): the first size in each ladder
+    whose count reaches 0.8 of the runs; kinds with none, and faults not simulated, left out."""
+    counts = {"noise multiplier × 0.95": {"noise": 7}, "noise multiplier × 0.9": {"noise": 8},
+              "noise multiplier × 0.5": {"noise": 10}, "clipping norm × 1.5": {"noise": 0}}  # fmt: skip
+    found = mildest_caught(counts, 10, "noise")
+    assert {kind: t.label for kind, t in found.items()} == {"noise multiplier": "noise multiplier × 0.9"}
+
+
+def test_audit_power_skips_a_target_without_a_claim_or_canaries():
+    """No dp record or sigma 0: no claim to simulate; no gradient canaries: no white-box audit to
+    simulate; power_runs 0: not measured, and the record says so."""
+    audit = {"gradient_canaries": {"count": 200, "sentinels": 64, "norm": 10.0, "guess_share": 0.2,
+                                   "score": "likelihood_ratio"},
+             "check_level": 1e-6, "confidence": 0.95, "power_runs": 0}  # fmt: skip
+    dp = {"epsilon": 8.0, "noise_multiplier": 1.2854, "sample_rate": 0.2, "steps": 30, "delta": 1e-3, "units": 1210,
+          "gradient_divisor": 256.0, "max_grad_norm": 1.0, "accountant": "rdp"}  # fmt: skip
+    assert audit_power(None, audit, 3) is None and audit_power({"dp": None}, audit, 3) is None
+    assert audit_power({"dp": {**dp, "noise_multiplier": 0.0}}, audit, 3) is None
+    assert audit_power({"dp": dp}, {**audit, "gradient_canaries": {"count": 0}}, 3) is None
+    assert audit_power({"dp": dp}, audit, 3) == {"runs": 0}
+    assert audit_power({"dp": dp}, {**audit, "power_runs": 2}, 3)["runs"] == 2

@@ -304,3 +304,59 @@ def flag_counts(claim: Claim, trainer: Trainer, runs: int, seed: int, alphas: tu
             for name, flagged in flags(record, audited).items():
                 counts[level][name] += flagged
     return counts
+
+
+# ----------------------------------------------------------------------------------- power at a target's shape
+
+#: the share of runs a check must flag to count as catching a fault
+POWER = 0.8
+#: the kinds of fault whose mildest caught size a target's audit record gives (the divisor's faults are no ladder)
+LADDERS = ("noise multiplier", "clipping norm", "sampling rate")
+
+
+def mildest_caught(counts: dict, runs: int, check: str, power: float = POWER) -> dict[str, Trainer]:
+    """The mildest fault of each kind (`FAULTS`' order, mildest first) that `check` flags in at
+    least `power` of `runs`: {kind: trainer}, kinds with none left out. `counts`: {trainer label:
+    {check: count}}; a fault it lacks (not simulated) is skipped."""
+    found: dict[str, Trainer] = {}
+    for trainer in FAULTS:
+        if trainer.kind not in found and trainer.label in counts and counts[trainer.label][check] / runs >= power:
+            found[trainer.kind] = trainer
+    return found
+
+
+def target_power(claim: Claim, runs: int, seed: int = 0, power: float = POWER) -> dict:
+    """How mild a fault the audit's checks catch at the claim's shape, by simulation (`flag_counts`
+    at the claim's levels, one training run's record): for each kind of `LADDERS`, the mildest size
+    that any check flags in at least `power` of `runs` runs, its power and the checks that reach
+    `power` alone (None: no size of the ladder), and the share of `runs` runs of the correct trainer
+    that any check flags. Each ladder stops at its first caught size: the sizes beyond it cannot be
+    the mildest."""
+    counts = {CORRECT.label: flag_counts(claim, CORRECT, runs, seed)[None]}
+    for kind in LADDERS:
+        for trainer in (t for t in FAULTS if t.kind == kind):
+            counts[trainer.label] = flag_counts(claim, trainer, runs, seed)[None]
+            if counts[trainer.label][ANY] / runs >= power:
+                break
+    caught = mildest_caught(counts, runs, ANY, power)
+    mildest = {kind: None if kind not in caught else {
+        "size": caught[kind].size, "power": counts[caught[kind].label][ANY] / runs,
+        "checks": [name for name in CHECKS if counts[caught[kind].label][name] / runs >= power]}
+        for kind in LADDERS}  # fmt: skip
+    return {"runs": runs, "power": power, "level": claim.level, "mildest": mildest,
+            "ladder": {kind: [t.size for t in FAULTS if t.kind == kind] for kind in LADDERS},
+            "false_positive": counts[CORRECT.label][ANY] / runs}  # fmt: skip
+
+
+def audit_power(info: dict | None, audit: dict, families: int) -> dict | None:
+    """A DP target's `target_power` for its audit record (`dp_audit.power_runs` runs per fault; the
+    claim from its train_info.json `dp` record and the config's `dp_audit`, `families` families of
+    bounds sharing the confidence): None for a target that claims no DP (no dp record, sigma 0) or
+    trains without gradient canaries; {"runs": 0} where power_runs is 0 (not measured)."""
+    dp = (info or {}).get("dp")
+    if not dp or not float(dp.get("noise_multiplier") or 0) or not int(audit["gradient_canaries"]["count"]):
+        return None
+    runs = int(audit["power_runs"])
+    if not runs:
+        return {"runs": 0}
+    return target_power(train_info_claim(dp, audit, families), runs)
