@@ -9,6 +9,7 @@ from mlmia.core.io import write_text
 from mlmia.core.logs import get_logger
 from mlmia.core.runner import run_step
 from mlmia.defences.audit import accountant_record, attack_audit, audit_target, joint_confidence, read_train_info
+from mlmia.defences.fault_simulation import audit_power
 from mlmia.defences.gradient_canaries import read_record
 from mlmia.defences.mechanism_fit import describe_fit
 from mlmia.defences.token_canaries import token_scores
@@ -53,6 +54,13 @@ def main(snakemake):
         attacks = attack_audit(params.plan, pd.read_parquet(inputs.attack), pd.read_parquet(inputs.metrics), record,
                                sample_universe(samples), settings, target)  # fmt: skip
     audit = audit_target(target, info, settings, whitebox=whitebox, blackbox=blackbox, attacks=attacks)
+    # how mild a fault the checks catch at this target's shape, simulated (the config's own confidence: the
+    # claim shares it among the families itself)
+    audit["power"] = audit_power(info, params.settings, families)
+    if audit["power"] and audit["power"]["runs"]:
+        log.info("%s: simulated power (%d runs per fault): mildest caught %s; correct trainer flagged in %.2f",
+                 target, audit["power"]["runs"], {k: v and v["size"] for k, v in audit["power"]["mildest"].items()},
+                 audit["power"]["false_positive"])  # fmt: skip
     for row in audit["canary_audits"]:
         log.info("%s: %s one-run audit: %d of %d guesses right on %d canaries of %d run(s), eps >= %.3f "
                  "(Steinke et al. %.3f, f-DP %.3f)", target, row["audit"], row["correct"], row["guesses"],
