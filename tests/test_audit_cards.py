@@ -19,7 +19,7 @@ from workflow_helpers import REPO, run_snakemake
 
 from mlmia.report.card_attacks import REPORT, SELECTION, membership, patient_halves
 from mlmia.report.card_reading import resolve_lines, to_resolve
-from mlmia.report.cards import dp_verdict, write_card
+from mlmia.report.cards import dp_lines, dp_verdict, write_card
 from mlmia.study.plans.cards import audited_models, card_experiment
 from mlmia.study.study import Study
 from mlmia.terms.schema import defaults
@@ -333,6 +333,46 @@ def test_the_dp_verdict_says_whether_the_audits_refuted_the_claim_never_that_it_
                                                        "(largest lower bound 0.900, by the white-box one-run audit)")  # fmt: skip
     for verdict in (dp_verdict(record, claimed), dp_verdict(refuted, claimed), dp_verdict(baseline, {"claimed": None})):
         assert "pass" not in verdict and "safe" not in verdict
+
+
+def test_the_dp_section_gives_the_mechanism_fit_and_the_simulated_power():
+    """A DP target's section: the mechanism fit as a check of the claim's parameters (n.a. and not
+    identified where the fit has no estimate or no finite interval), and the simulated power at the
+    target's shape (the record's `power`), or that it was not measured."""
+    fit = {"mech_noise_multiplier": 1.36, "mech_noise_multiplier_low": 1.115, "mech_noise_multiplier_high": 1.723,
+           "mech_claimed_noise_multiplier": 1.2854, "mech_rate": 0.1958, "mech_rate_low": 0.1553,
+           "mech_rate_high": 0.2518, "mech_claimed_rate": 0.2, "mech_p_value": 0.0253, "mech_passed": True,
+           "mech_level": 1e-6}  # fmt: skip
+    power = {"runs": 50, "power": 0.8, "level": 1e-6, "false_positive": 0.02,
+             "mildest": {"noise multiplier": {"size": "× 0.9", "power": 0.86, "checks": ["noise"]},
+                         "clipping norm": None,
+                         "sampling rate": {"size": "× 1.05", "power": 1.0, "checks": ["Poisson batch"]}},
+             "ladder": {"noise multiplier": ["× 0.95", "× 0.9"], "clipping norm": ["× 1.5", "× 4"],
+                        "sampling rate": ["× 1.05"]}}  # fmt: skip
+    record = {"target": "dp_eps8", "failures": [], "checks": [], "attacks": [], "power": power,
+              "accountant": {"accountant_epsilon": 7.99, "delta": 1e-3, "unit": "sample"},
+              "canary_audits": [{"audit": "white-box", "guesses": 200, "correct": 194, "epsilon_lb": 2.5, **fit}]}  # fmt: skip
+    section = {"claimed": 8.0, "fpr": 0.01, "confidence": 0.95}
+    text = "\n".join(dp_lines(record, section))
+    assert (
+        "- mechanism fit (a check of the claim's parameters, not a bound): noise multiplier 1.36 [1.11, 1.72] "
+        "against σ = 1.285; rate 0.196 [0.155, 0.252] against q = 0.2; p = 0.025, passed (level 1e-06)."
+    ) in text
+    assert ("- simulated power at this target's shape (50 simulated runs per fault, one training run's record, each "
+            "check at its level): the checks together flag noise multiplier × 0.9, no clipping norm fault up to × 4, "
+            "sampling rate × 1.05 in at least 0.8 of the runs (each the mildest size simulated, milder ones "
+            "untested); a simulated correct trainer is flagged in 1 of 50 runs.") in text  # fmt: skip
+    failed = {**fit, "mech_noise_multiplier": float("nan"), "mech_noise_multiplier_high": float("inf"),
+              "mech_p_value": float("nan"), "mech_passed": False}  # fmt: skip
+    unmeasured = {**record, "power": {"runs": 0}, "canary_audits": [{**record["canary_audits"][0], **failed}]}
+    text = "\n".join(dp_lines(unmeasured, section))
+    assert "noise multiplier n.a. (interval not identified) against σ = 1.285" in text
+    assert "p = n.a., FAILS (level 1e-06)." in text
+    assert "- simulated power at this target's shape: not measured (dp_audit.power_runs: 0)." in text
+    # no DP: neither line
+    baseline = {**record, "accountant": {**record["accountant"], "accountant_epsilon": float("inf")}}
+    text = "\n".join(dp_lines(baseline, {**section, "claimed": None}))
+    assert "mechanism fit" not in text and "simulated power" not in text
 
 
 def test_a_card_says_a_public_tokenizer_is_public(tmp_path):

@@ -14,7 +14,8 @@ Markdown, its numbers as JSON and its ROC curves as a PNG:
 - canary exposure (the canary target's exposure per insertion count at its last epoch, and the
   canaries' membership test): a model of the audited one's shape, not the audited model;
 - the DP audit (the target's audit record: the claimed and the accountant's epsilon, each audit's
-  lower bound, the mechanism checks, the verdict: whether the audits refuted the claimed epsilon,
+  lower bound, the mechanism fit, the simulated power at its shape, the mechanism checks, the
+  verdict: whether the audits refuted the claimed epsilon,
   `dp_verdict`);
 - the vocabulary check (`mlmia.report.vocabulary`);
 - the sections not run, and why; the provenance: the config's digest, the code's, every input's,
@@ -254,12 +255,57 @@ def dp_lines(record: dict, section: dict) -> list[str]:
                      f"bound on the other, at FPR {section['fpr']:g}): ε ≥ {_number(best['epsilon_lb'])}{which}.")  # fmt: skip
     failed = [check["check"] for check in record["checks"] if not check["passed"]]
     checks = "none" if not record["checks"] else ("passed" if not failed else "failed: " + ", ".join(failed))
+    if private and math.isfinite(eps):
+        lines += fit_lines(record) + power_lines(record)
     lines += [f"- mechanism checks: {checks}.",
               f"- verdict (confidence {section['confidence']:g}): {dp_verdict(record, section)}."]  # fmt: skip
     if private:
         lines.append("- ε covers the weights given the tokenizer: the vocabulary lies outside the guarantee (the "
                      "vocabulary check below).")  # fmt: skip
     return lines
+
+
+def _fitted(row: dict, key: str) -> str:
+    """A fitted parameter of the mechanism fit with its interval: n.a. where it has no estimate, not
+    identified where an end of its interval is not finite."""
+    value, low, high = (row[f"{key}{end}"] for end in ("", "_low", "_high"))
+    shown = "n.a." if value is None or math.isnan(value) else f"{value:.3g}"
+    finite = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
+    return f"{shown} [{low:.3g}, {high:.3g}]" if finite else f"{shown} (interval not identified)"
+
+
+def fit_lines(record: dict) -> list[str]:
+    """The white-box mechanism fit (`mechanism_fit.fit_mechanism`: the record's mech_* keys): the
+    fitted noise multiplier and rate against the claim, its p-value and whether its check passed."""
+    row = next((a for a in record["canary_audits"] if "mech_p_value" in a), None)
+    if row is None:
+        return []
+    p = row["mech_p_value"]
+    shown = "n.a." if p is None or math.isnan(p) else f"{p:.2g}"
+    return [f"- mechanism fit (a check of the claim's parameters, not a bound): noise multiplier "
+            f"{_fitted(row, 'mech_noise_multiplier')} against σ = {row['mech_claimed_noise_multiplier']:.4g}; rate "
+            f"{_fitted(row, 'mech_rate')} against q = {row['mech_claimed_rate']:.4g}; p = {shown}, "
+            f"{'passed' if row['mech_passed'] else 'FAILS'} (level {row['mech_level']:g})."]  # fmt: skip
+
+
+def power_lines(record: dict) -> list[str]:
+    """What the audit's checks catch at the target's shape, simulated (the record's `power`,
+    `fault_simulation.target_power`); nothing for a record written before it was measured."""
+    if "power" not in record:
+        return []
+    found, head = record["power"], "- simulated power at this target's shape"
+    if found is None:
+        return [f"{head}: not simulated (the target trains without gradient canaries)."]
+    if not found["runs"]:
+        return [f"{head}: not measured (dp_audit.power_runs: 0)."]
+    runs = found["runs"]
+    caught = [f"{kind} {value['size']}" if value else f"no {kind} fault up to {found['ladder'][kind][-1]}"
+              for kind, value in found["mildest"].items()]  # fmt: skip
+    flagged = round(found["false_positive"] * runs)
+    return [f"{head} ({runs} simulated runs per fault, one training run's record, each check at its level): the "
+            f"checks together flag {', '.join(caught)} in at least {found['power']:g} of the runs (each the mildest "
+            f"size simulated, milder ones untested); a simulated correct trainer is flagged in {flagged} of {runs} "
+            "runs."]  # fmt: skip
 
 
 def vocabulary_lines(rows: pd.DataFrame, section: dict) -> list[str]:
