@@ -359,9 +359,10 @@ def test_the_dp_section_gives_the_mechanism_fit_and_the_simulated_power():
         "against σ = 1.285; rate 0.196 [0.155, 0.252] against q = 0.2; p = 0.025, passed (level 1e-06)."
     ) in text
     assert ("- simulated power at this target's shape (50 simulated runs per fault, one training run's record, each "
-            "check at its level): the checks together flag noise multiplier × 0.9, no clipping norm fault up to × 4, "
-            "sampling rate × 1.05 in at least 0.8 of the runs (each the mildest size simulated, milder ones "
-            "untested); a simulated correct trainer is flagged in 1 of 50 runs.") in text  # fmt: skip
+            "check at its level): the checks together flag noise multiplier × 0.9 (not × 0.95), no clipping norm "
+            "fault up to × 4, sampling rate × 1.05 in at least 0.8 of the runs; nothing milder than noise multiplier "
+            "× 0.95, clipping norm × 1.5, sampling rate × 1.05 was simulated; a simulated correct trainer is flagged "
+            "in 1 of 50 runs.") in text  # fmt: skip
     failed = {**fit, "mech_noise_multiplier": float("nan"), "mech_noise_multiplier_high": float("inf"),
               "mech_p_value": float("nan"), "mech_passed": False}  # fmt: skip
     unmeasured = {**record, "power": {"runs": 0}, "canary_audits": [{**record["canary_audits"][0], **failed}]}

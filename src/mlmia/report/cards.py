@@ -298,14 +298,19 @@ def power_lines(record: dict) -> list[str]:
         return [f"{head}: not simulated (the target trains without gradient canaries)."]
     if not found["runs"]:
         return [f"{head}: not measured (dp_audit.power_runs: 0)."]
-    runs = found["runs"]
-    caught = [f"{kind} {value['size']}" if value else f"no {kind} fault up to {found['ladder'][kind][-1]}"
-              for kind, value in found["mildest"].items()]  # fmt: skip
+    runs, ladders = found["runs"], found["ladder"]
+    caught = []
+    for kind, value in found["mildest"].items():
+        if not value:
+            caught.append(f"no {kind} fault up to {ladders[kind][-1]}")
+            continue
+        milder = ladders[kind][: ladders[kind].index(value["size"])]
+        caught.append(f"{kind} {value['size']}" + (f" (not {', '.join(milder)})" if milder else ""))
+    firsts = ", ".join(f"{kind} {ladder[0]}" for kind, ladder in ladders.items())
     flagged = round(found["false_positive"] * runs)
     return [f"{head} ({runs} simulated runs per fault, one training run's record, each check at its level): the "
-            f"checks together flag {', '.join(caught)} in at least {found['power']:g} of the runs (each the mildest "
-            f"size simulated, milder ones untested); a simulated correct trainer is flagged in {flagged} of {runs} "
-            "runs."]  # fmt: skip
+            f"checks together flag {', '.join(caught)} in at least {found['power']:g} of the runs; nothing milder "
+            f"than {firsts} was simulated; a simulated correct trainer is flagged in {flagged} of {runs} runs."]  # fmt: skip
 
 
 def vocabulary_lines(rows: pd.DataFrame, section: dict) -> list[str]:
