@@ -265,12 +265,12 @@ def gaussian_flags(record: dict, claim: Claim) -> bool:
 
 
 def mechanism_fit_flags(record: dict, claim: Claim) -> bool:
-    """The mechanism fit's rule (`audit.target_failures`): its parameter check's p-value
-    (`fit_mechanism`: do the observations fit the claimed noise multiplier and rate?) below the
-    checks' level. A claim of no noise is not tested."""
+    """The mechanism fit's rule (`audit.target_failures`): its parameter check failed
+    (`fit_mechanism`'s own `mech_passed`: do the observations fit the claimed noise multiplier and
+    rate at the checks' level?). A claim of no noise is not tested."""
     if claim.sigma == 0:
         return False
-    return fit_mechanism(record, claim.beta, claim.level)["mech_p_value"] < claim.level
+    return not fit_mechanism(record, claim.beta, claim.level)["mech_passed"]
 
 
 #: each check of the audit as its failure rule: (record, claim) -> flagged
