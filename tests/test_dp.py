@@ -619,11 +619,12 @@ def test_white_box_audit_stays_below_the_accountant_and_catches_faults():
         canary_scores(record, score=SCORE), record["included"], 0.4, delta)["correct"] + 10  # fmt: skip
 
 
-def canaries_config(eps, fault=None, count=500, clipping="per_sample"):
-    """A tiny DP model with gradient canaries; ghost clipping trains it with its word embeddings frozen."""
+def canaries_config(eps, fault=None, count=500, clipping="per_sample", seed=0):
+    """A tiny DP model with gradient canaries (its training and its canaries seeded `seed`); ghost
+    clipping trains it with its word embeddings frozen."""
     frozen = {"freeze": ["word_embeddings"]} if clipping == "ghost" else {}
-    return {**TINY, **frozen, "dp": {"epsilon": eps, "delta": 1e-5, "fault": fault, "canaries": {"count": count},
-                                     "clipping": clipping}}  # fmt: skip
+    return {**TINY, **frozen, "seed": seed, "dp": {"epsilon": eps, "delta": 1e-5, "fault": fault,
+                                                   "canaries": {"count": count, "seed": seed}, "clipping": clipping}}  # fmt: skip
 
 
 def test_gradient_canaries_are_recorded_and_leave_the_model_alone(tok_dir, tmp_path):
@@ -686,45 +687,80 @@ def test_gradient_canaries_under_ghost_clipping_are_observed_as_under_per_sample
     assert torch.equal(pa["bert.embeddings.word_embeddings.weight"], pb["bert.embeddings.word_embeddings.weight"])
 
 
+#: the faults trained at a claimed epsilon of 8 rather than 1: the milder ones, which the tiny
+#: shape's checks catch at 8 (bench/dp_power.py's simulation at this shape, 100 of 100 runs) and
+#: at 1 only in part (noise x 0.5: the noise check alone; clipping x 2: in 21 to 38 of 100)
+MILD = ("noise_half", "clipping_double", "sampling_rate_double")
+#: which checks catch each fault on the tiny model, by simulation at its shape (60 units, q = 1/6,
+#: 18 steps, 500 canaries, guess share 0.4; `fault_simulation.flag_counts`, 100 runs per fault):
+#: (those that flagged at least 99 of the 100 runs, those that flagged some); a real training must
+#: fail by all of the first and by none outside both
+CAUGHT_BY = {
+    None: (set(), {"gauss"}),  # 1 of 100 at epsilon 1, none at 8
+    "no_noise": ({"noise", "bound", "gauss", "fit"}, set()),
+    "noise_tenth": ({"noise", "bound", "gauss", "fit"}, set()),
+    "noise_half": ({"noise", "fit"}, {"gauss"}),  # 1 of 100
+    "no_clipping": ({"bound", "gauss", "fit"}, set()),
+    "clipping_double": ({"fit"}, {"gauss"}),  # 7 of 100
+    "wrong_sampling_rate": ({"batch", "gauss", "fit"}, {"bound"}),  # the Gaussian analysis 99, the bound 3
+    "sampling_rate_double": ({"batch", "fit"}, set()),
+    # dividing by batches of Binomial(60, 1/6) units also inflates the noise's sd by about
+    # E[(10 / n_t)^2]^(1/2) = 1.19, which the noise check over 18 x 64 sentinel values sees in 69 of 100
+    "sampled_batch_size": ({"by batch"}, {"noise"}),
+}
+FAILURE_STARTS = {"noise": "the noise check", "batch": "the Poisson batch check", "by batch": "the noise by batch check",
+                  "bound": "the white-box one-run bound", "fit": "the white-box mechanism fit",
+                  "gauss": "the white-box Gaussian lower limit"}  # fmt: skip
+
+
+def tiny_audit(tok_dir, tmp_path, eps, fault=None, clipping="ghost", seed=0):
+    """Train a tiny DP model with 500 gradient canaries and audit it: (its train_info.json, its
+    audit, the checks that failed it by `FAILURE_STARTS`' names)."""
+    info = train_model(TEXTS, tok_dir, tmp_path / "m", device="cpu", groups=GROUPS,
+                       config=canaries_config(eps, fault, clipping=clipping, seed=seed))  # fmt: skip
+    settings = {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "likelihood_ratio"}}
+    audit = audit_target("m", info, settings, whitebox=read_record(tmp_path / "m", info["dp"], "m"))
+    found = {k for k, v in FAILURE_STARTS.items() if any(f.startswith(v) for f in audit["failures"])}
+    return info, audit, found
+
+
 @pytest.mark.parametrize(
     ("fault", "clipping"),
     [(None, "ghost"), *((fault, "ghost") for fault in FAULTS), (None, "per_sample"), ("no_clipping", "per_sample")],
 )
 def test_each_faulty_trainer_is_caught_and_a_correct_one_passes(tok_dir, tmp_path, fault, clipping):
-    """A tiny DP-SGD run at a claimed epsilon of 1 (delta 1e-5) with 500 gradient canaries: the
-    correct trainer passes its audit; each fault fails it, caught by the check it must trip; with
-    ghost clipping (the DP targets' path) and, for the clipping fault, per-sample clipping too."""
-    info = train_model(TEXTS, tok_dir, tmp_path / "m", config=canaries_config(1.0, fault, clipping=clipping),
-                       device="cpu", groups=GROUPS)  # fmt: skip
+    """A tiny DP-SGD run at a claimed epsilon of 1 (8 for the milder faults; delta 1e-5) with 500
+    gradient canaries: the correct trainer passes its audit; each fault fails it, caught by the
+    checks that catch it in simulation (`CAUGHT_BY`); with ghost clipping (the DP targets' path) and, for the
+    clipping fault, per-sample clipping too."""
+    eps = 8.0 if fault in MILD else 1.0
+    info, audit, found = tiny_audit(tok_dir, tmp_path, eps, fault, clipping)
     assert info["dp"]["clipping"] == clipping
-    assert info["dp"]["fault"] == fault and 0.9 < info["dp"]["epsilon"] <= 1.0 + 1e-6  # the intended claim
-    settings = {**SETTINGS, "gradient_canaries": {"guess_share": 0.4, "score": "likelihood_ratio"}}
-    audit = audit_target("m", info, settings, whitebox=read_record(tmp_path / "m", info["dp"], "m"))
-    caught = {"noise": "the noise check", "batch": "the Poisson batch check", "bound": "the white-box one-run bound",
-              "by batch": "the noise by batch check"}  # fmt: skip
-    expected = {
-        None: set(),
-        "no_noise": {"noise", "bound"},
-        "noise_tenth": {"noise", "bound"},
-        "no_clipping": {"bound"},
-        "wrong_sampling_rate": {"batch"},
-        "sampled_batch_size": {"by batch"},
-    }[fault]
-    found = {k for k, v in caught.items() if any(f.startswith(v) for f in audit["failures"])}
-    if fault == "sampled_batch_size":
-        # dividing by batches of Binomial(60, 1/6) units also inflates the noise's sd by about
-        # E[(10 / n_t)^2]^(1/2) = 1.19 (n_t ~ Binomial(60, 1/6), at least 1), which the noise check over 18 x 64 sentinel values may see
-        assert expected <= found <= {"by batch", "noise"}, found
-    else:
-        assert found == expected
+    assert info["dp"]["fault"] == fault and 0.9 * eps < info["dp"]["epsilon"] <= eps + 1e-6  # the intended claim
+    required, possible = CAUGHT_BY[fault]
+    assert required <= found <= required | possible, found
     if fault is None:
         check_target(audit)
     else:
-        with pytest.raises(UserError, match=f"target 'm' \\(accountant's eps = 0\\.9\\d+ at delta 1e-05; "
+        with pytest.raises(UserError, match=f"target 'm' \\(accountant's eps = {eps - 1:.0f}\\.9\\d+ at delta 1e-05; "
                                             f"train_info.json records fault '{fault}'\\) fails"):  # fmt: skip
             check_target(audit)
-    if fault == "wrong_sampling_rate":  # the accountant was told q / 10, sigma chosen for it
-        assert info["dp"]["sample_rate"] == pytest.approx(1 / 60)
+    claimed = {"wrong_sampling_rate": 1 / 60, "sampling_rate_double": 1 / 12}.get(fault, 1 / 6)
+    assert info["dp"]["sample_rate"] == pytest.approx(claimed)  # the accountant was told it, sigma chosen for it
+
+
+@pytest.mark.parametrize("eps", [1.0, 8.0])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_correct_trainers_of_other_seeds_pass(tok_dir, tmp_path, seed, eps):
+    """The false positives of real trainings: a correct trainer with other seeds (its Poisson
+    batches, noise, canaries' inclusion and joins) at a claimed epsilon of 1 and 8 passes its
+    audit: with seed 0 (above) 8 correct trainings. Each check runs at a nominal level of at most
+    0.05 / 3 (the bound's share; 1e-6 for the mechanism checks and the fit), and in simulation at
+    this shape any check flags 1 of 100 correct runs (docs/dp_power.md gives the rates); 8 runs
+    cannot measure such rates, they catch a trainer or audit that flags correct runs often."""
+    info, audit, found = tiny_audit(tok_dir, tmp_path, eps, seed=seed)
+    assert info["dp"]["canaries"]["seed"] == seed and found == set(), audit["failures"]
+    check_target(audit)
 
 
 def test_the_audit_record_renders_as_tables_and_findings():
@@ -864,12 +900,14 @@ def test_the_dp_group_needs_dp_audit(monkeypatch):
         ci.training_spec("base")["settings"]["dp"] is None
         and ci.training_tokenizer("base") == "results/ci/models/tokenizer"
     )
-    # the faults overlay adds one faulty target of each kind at a claimed epsilon of 1, audited but not attacked
+    # the faults overlay adds one faulty target of each kind, the milder at a claimed epsilon of 8, the others at 1,
+    # audited but not attacked
     faulty = Study.from_config({**load("ci.yaml"), "models": {**load("ci.yaml")["models"],
                                                               **load("dp_faults.yaml")["models"]}}, REPO)  # fmt: skip
     added = [t for t in dp_targets(faulty) if t not in dp_targets(ci)]
     assert sorted(faulty.models[t]["dp"]["fault"] for t in added) == sorted(FAULTS)
-    assert all(faulty.models[t]["dp"]["epsilon"] == 1 for t in added) and list(audit_plan(faulty)) == list(plan)
+    assert all(faulty.models[t]["dp"]["epsilon"] == (8 if faulty.models[t]["dp"]["fault"] in MILD else 1)
+               for t in added) and list(audit_plan(faulty)) == list(plan)  # fmt: skip
     # without dp_audit (e.g. config/paper.yaml) the group and the experiments only it reads are left out
     config = load("ci.yaml")
     del config["dp_audit"]
@@ -929,6 +967,9 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
         "dp_fault_noise_tenth",
         "dp_fault_wrong_sampling_rate",
         "dp_fault_sampled_batch_size",
+        "dp_fault_noise_half",
+        "dp_fault_clipping_double",
+        "dp_fault_sampling_rate_double",
     ]
     result = run_snakemake(workdir, "--keep-going", "dp", "--configfile", str(config), "config/dp_faults.yaml",
                            check=False, timeout=3600)  # fmt: skip
@@ -941,9 +982,16 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     for name, check in [("dp_fault_no_noise", "the noise check"), ("dp_fault_noise_tenth", "the noise check"),
                         ("dp_fault_no_clipping", "the white-box one-run bound"),
                         ("dp_fault_wrong_sampling_rate", "the Poisson batch check"),
-                        ("dp_fault_sampled_batch_size", "the noise by batch check")]:  # fmt: skip
+                        ("dp_fault_sampled_batch_size", "the noise by batch check"),
+                        # the milder faults, claimed at epsilon 8: what catches them in every one of 100
+                        # simulated runs at this shape (q = 1/13, 26 steps, 500 canaries; bench/dp_power.py)
+                        ("dp_fault_noise_half", "the noise check"), ("dp_fault_noise_half", "the white-box mechanism fit"),
+                        ("dp_fault_clipping_double", "the white-box mechanism fit"),
+                        ("dp_fault_sampling_rate_double", "the Poisson batch check"),
+                        ("dp_fault_sampling_rate_double", "the white-box mechanism fit")]:  # fmt: skip
         line = by_target[name][0]
-        assert check in line and "(accountant's eps = 0.9" in line and f"fault '{name[9:]}'" in line, line
+        claim = "(accountant's eps = 7.9" if name.endswith(("_half", "_double")) else "(accountant's eps = 0.9"
+        assert check in line and claim in line and f"fault '{name[9:]}'" in line, line
     no_noise = by_target["dp_fault_no_noise"][0]
     assert "the white-box one-run bound eps >= " in no_noise
     assert float(no_noise.split("the white-box one-run bound eps >= ")[1].split()[0]) > 1.0

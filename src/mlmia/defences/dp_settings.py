@@ -16,7 +16,16 @@ from mlmia.models.settings import freezes_word_embeddings
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 UNITS = ("sample", "patient")
 #: faulty trainers the audit must catch (module docstring)
-FAULTS = ("no_noise", "no_clipping", "noise_tenth", "wrong_sampling_rate", "sampled_batch_size")
+FAULTS = (
+    "no_noise",
+    "noise_tenth",
+    "noise_half",
+    "no_clipping",
+    "clipping_double",
+    "wrong_sampling_rate",
+    "sampling_rate_double",
+    "sampled_batch_size",
+)
 #: the keys of a `dp:` setting, in the order train_info.json records them
 DP_KEYS = ("epsilon", "delta", "max_grad_norm", "accountant", "unit", "fault", "canaries", "clipping")
 #: the keys of a DP model's `canaries` setting (those of dp_audit.gradient_canaries that the training takes)

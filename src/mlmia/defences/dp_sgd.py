@@ -51,10 +51,12 @@ privatised gradient is recorded at every step for the white-box audit.
 
 Faults (`fault`), trainers the audit must catch: the training does the faulty thing while the
 accountant reports the intended epsilon, and train_info.json records the fault. ``no_noise``:
-sigma 0 in the optimizer; ``noise_tenth``: sigma / 10; ``no_clipping``: the optimizer's clipping
-norm 1e20, its noise multiplier scaled so that the noise stays sigma C; ``wrong_sampling_rate``:
-the accountant is told q / 10 (sigma is chosen for it, and the epsilon reported is for it) while
-the batches are drawn with q; ``sampled_batch_size``: the noised sum divided by the number of units
+sigma 0 in the optimizer; ``noise_tenth``, ``noise_half``: sigma / 10, sigma / 2; ``no_clipping``:
+the optimizer's clipping norm 1e20, its noise multiplier scaled so that the noise stays sigma C;
+``clipping_double``: the clipping norm 2 C, the noise kept at sigma C the same way;
+``wrong_sampling_rate``, ``sampling_rate_double``: the accountant is told q / 10, q / 2 (sigma is
+chosen for it, and the epsilon reported is for it) while the batches are drawn with q;
+``sampled_batch_size``: the noised sum divided by the number of units
 the step drew (at least 1), a common hand-written variant, instead of the planned expected batch,
 so that the noise's scale tells the batch's size.
 
@@ -135,13 +137,15 @@ def _apply_fault(optim, gsm, fault: str | None, mode: str) -> None:
     With ghost clipping the module clips (`gsm.max_grad_norm`), so no_clipping lifts its norm too."""
     if fault == "no_noise":
         optim.noise_multiplier = 0.0
-    elif fault == "noise_tenth":
-        optim.noise_multiplier = optim.noise_multiplier / 10.0
-    elif fault == "no_clipping":  # the noise's standard deviation, noise_multiplier x max_grad_norm, stays sigma C
-        optim.noise_multiplier = optim.noise_multiplier * optim.max_grad_norm / NO_CLIP
-        optim.max_grad_norm = NO_CLIP
+    elif fault in ("noise_tenth", "noise_half"):
+        optim.noise_multiplier = optim.noise_multiplier / (10.0 if fault == "noise_tenth" else 2.0)
+    elif fault in ("no_clipping", "clipping_double"):
+        clip = NO_CLIP if fault == "no_clipping" else 2.0 * optim.max_grad_norm
+        # the noise's standard deviation, noise_multiplier x max_grad_norm, stays sigma C
+        optim.noise_multiplier = optim.noise_multiplier * optim.max_grad_norm / clip
+        optim.max_grad_norm = clip
         if mode == "ghost":
-            gsm.max_grad_norm = NO_CLIP
+            gsm.max_grad_norm = clip
 
 
 def accountant_epsilon(accountant: str, sigma: float, sample_rate: float, steps: int, delta: float) -> float:
@@ -215,8 +219,10 @@ class DpSgdStep:
         self.private = dp["epsilon"] is not None
         clip = float(dp["max_grad_norm"]) if self.private else NO_CLIP
         self.sample_rate = 1.0 / len(self.loader)  # what the batches are drawn with (Opacus' Poisson sampler)
-        # the rate the accountant is told: the training's, but for the fault that tells it q / 10
-        self.claimed_rate = self.sample_rate / 10.0 if dp["fault"] == "wrong_sampling_rate" else self.sample_rate
+        # the rate the accountant is told: the training's, but for the faults that tell it q / 10 or q / 2
+        self.claimed_rate = self.sample_rate / {"wrong_sampling_rate": 10.0, "sampling_rate_double": 2.0}.get(
+            dp["fault"], 1.0
+        )
         self.sigma = self._noise_multiplier() if self.private else 0.0
         self.mode = clipping_mode(dp, model)
         self.restore_head_bias = unregister_head_bias(model)
