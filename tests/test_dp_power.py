@@ -181,3 +181,62 @@ def test_audit_power_skips_a_target_without_a_claim_or_canaries():
     assert audit_power({"dp": dp}, {**audit, "gradient_canaries": {"count": 0}}, 3) is None
     assert audit_power({"dp": dp}, audit, 3) == {"runs": 0}
     assert audit_power({"dp": dp}, {**audit, "power_runs": 2}, 3)["runs"] == 2
+
+
+#: runs of a correct trainer per nominal-level test, and the most trips among them that pass: a check
+#: at level 0.05 trips Binomial(440, p) times, P(X <= 33 | p = 0.05) = 0.991, P(X <= 33 | p = 0.10) = 0.043
+#: (tests/test_mechanism_fit.py holds the fit to the same bound)
+RUNS, ALPHA = 440, 0.05
+NOMINAL_TRIPS = int(stats.binom.ppf(0.99, RUNS, ALPHA))
+
+
+def test_each_mechanism_check_trips_a_correct_trainer_at_about_its_level():
+    """440 records of the correct trainer at the shipped eps-8 shape, each mechanism check at the
+    level 0.05: each check's trips stay at or below 33, so a check that trips a correct trainer at
+    twice its level fails this test with probability 0.96; and each trips at least once in 440
+    (P(X = 0 | 0.05) = 1.6e-10), so a check that never rejects (a p-value stuck at 1) fails too."""
+    assert stats.binom.cdf(NOMINAL_TRIPS, RUNS, ALPHA) >= 0.99 and stats.binom.cdf(NOMINAL_TRIPS, RUNS, 0.10) <= 0.05
+    rng = np.random.default_rng(17)
+    trips = dict.fromkeys(["Poisson batch", "noise", "noise by batch"], 0)
+    for _ in range(RUNS):
+        for row in mechanism_checks(trainer_record(EPS8, CORRECT, rng), level=ALPHA):
+            trips[row["check"]] += not row["passed"]
+    assert all(0 < count <= NOMINAL_TRIPS for count in trips.values()), trips
+
+
+def test_the_gaussian_rule_s_guard_keeps_a_correct_mechanism_below_its_level():
+    """The Gaussian analysis fails a target only where its lower limit exceeds the accountant's
+    epsilon and 60 simulated runs of the claimed mechanism never put it there
+    (`audit.gaussian_audit`). Its guard, on a claim where the limit of a correct mechanism trips
+    often: an epsilon set at the 0.85 quantile of the limit over 200 runs, so that it trips in
+    about 0.15 of runs, three times the rule's 5%. The limit alone would fail about 66 of 440
+    correct runs (more than 33, or the case is too mild to test the guard: asserted); the rule
+    fails at most 0.15 x 0.85^60 = 9e-6 of them, and must stay at or below 33.
+    Each run's guard draws its own 60 runs (its seed), as a new claim would."""
+    from mlmia.defences.audit import gaussian_false_alarms
+
+    sigma, q, steps, count, delta, beta = 1.0, 0.1, 20, 500, 1e-5, 0.05 / 3
+    rng = np.random.default_rng(23)
+
+    def run():
+        record = simulated_record(sigma, q, steps, count, rng, sentinels=64)
+        return record, canary_scores(record, score="likelihood_ratio")
+
+    limits = []
+    for _ in range(200):
+        record, scores = run()
+        limits.append(gaussian_audit(record, scores, "likelihood_ratio", np.inf, delta, beta)["gauss_lcl"])
+    epsilon = float(np.quantile(limits, 0.85))
+    tripped, failed = 0, 0
+    for seed in range(RUNS):
+        record, scores = run()
+        found = gaussian_audit(record, scores, "likelihood_ratio", np.inf, delta, beta)
+        if found["gauss_lcl"] > epsilon + TOLERANCE:
+            tripped += 1
+            failed += gaussian_false_alarms(record, "likelihood_ratio", epsilon, delta, beta, seed=seed) == 0
+    assert tripped > NOMINAL_TRIPS and failed <= NOMINAL_TRIPS, (tripped, failed)
+    # the audit's own path: the limit above epsilon, the guard's runs trip, the limit is reported only
+    record, scores = run()
+    found = gaussian_audit(record, scores, "likelihood_ratio", float(np.quantile(limits, 0.05)), delta, beta)
+    assert found["gauss_lcl"] > np.quantile(limits, 0.05) and found["gauss_sim_reps"] == 60
+    assert found["gauss_sim_trips"] > 0 and not found["gauss_fails"]
