@@ -15,7 +15,7 @@ from mlmia.core.errors import UserError
 
 ZOO = (
     "zlib", "min_k", "min_k_plus_plus", "lira_offline", "lira_online", "rmia", "blind", "neighbourhood", "pll_word_l2r",
-    "sama", "likelihood_ratio_elbo",
+    "sama", "likelihood_ratio_elbo", "informia",
 )  # fmt: skip
 #: every registered attack: the paper's, the zoo's and any other a module of mlmia.attacks defines
 REGISTERED = tuple(attack_names())
@@ -60,6 +60,8 @@ def contract_table(attack: Attack, rng: np.random.Generator) -> pd.DataFrame:
     for column in attack.columns():
         if column == "references_in":  # two IN and two OUT references for every row
             t[column] = [[True, False, True, False] if i % 2 else [False, True, False, True] for i in range(n)]
+        elif column.startswith("references_token_"):  # each reference's six token values, as the target's
+            t[column] = [[list(-rng.exponential(2.0, 6)) for _ in range(4)] for _ in range(n)]
         elif column.startswith(("references_", "neighbours_")):
             t[column] = [list(rng.normal(3.0, 0.3, 4)) for _ in range(n)]
         elif column.endswith("_pattern_sizes"):  # the six token values in three patterns (a progressive energy)

@@ -107,7 +107,7 @@ def test_with_a_pool_an_audit_also_carries_lira_and_rmia(files):
     assert s.reference_models() == pool
     for name, experiment in s.experiments.items():
         assert experiment.references == "pool"
-        assert s.experiment_attacks(name) == sorted([*WITHOUT_POOL, "lira_offline", "lira_online", "rmia"])
+        assert s.experiment_attacks(name) == sorted([*WITHOUT_POOL, "lira_offline", "lira_online", "rmia", "informia"])
         kind = experiment.energy
         assert {k: v for k, v in s.score_inputs(name).items() if k.startswith("references.")} == {
             f"references.{i}__{kind}": ("notes", model, kind) for i, model in enumerate(pool)

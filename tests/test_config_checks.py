@@ -298,7 +298,7 @@ CASES = [
     ("audit-attack-needs-a-pool", "byo", {"audit.attacks": ["loss", "likelihood_ratio", "rmia"]},
      ["config key audit.attacks[2]: 'rmia' needs a reference pool (a references: section), which this config lacks"]),
     ("audit-attack-unknown", "byo", {"audit.attacks": ["likelihood_ratio", "lira"]},
-     ["config key audit.attacks[1]: unknown attack 'lira' (known: blind, likelihood_ratio,"]),
+     ["config key audit.attacks[1]: unknown attack 'lira' (known: blind, informia, likelihood_ratio,"]),
     ("audit-attack-online-only", "byo", {**PUBLIC, "references": dict(POOL, online=False),
                                          "audit.attacks": ["likelihood_ratio", "lira_offline", "lira_online"]},
      ["config key audit.attacks[2]: 'lira_online' needs reference models trained on half of the audited patients "

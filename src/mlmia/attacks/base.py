@@ -23,6 +23,14 @@ Input roles and the attack-table columns they give (`input_column`):
 - ``sample``: features of the sample itself, computed from its text when the attack table
   is built (`mlmia.attacks.table.SAMPLE_FEATURES`): ``sample_zlib_bytes``.
 
+Per-slot evidence: an attack may also say where in a sample its evidence lies
+(`Attack.token_statistics`): per row, one score per slot, a slot being one masked position of
+one masking pattern, in the order of the row's ``target_token_logp`` list (a reference's slot j
+is the target's slot j: the patterns are a function of the sample). Higher means "member-like"
+there whatever the statistic's direction; None (the default) when the attack has no per-slot
+evidence. The scores are computed on the whole table as the statistic is, so they can be
+written beside the attack table as they are.
+
 Attacks are found in three places, in this order: the modules of this package (one module,
 one attack: a new built-in attack needs no other change), the Python entry-point group
 ``mlmia.attacks`` (a user's own attack, from any installed distribution), and `register`
@@ -75,7 +83,9 @@ class Attack:
     - `tuned` (set by `statistic`): the parameters the last call chose from the table it was
       given, e.g. RMIA's ``{"a": 1.0}`` (empty when none was chosen); the metrics write them
       as rows of metric ``parameter`` and the tables print them under the table, saying how
-      they were chosen with `tuning` (RMIA: "tuned on the reference models").
+      they were chosen with `tuning` (RMIA: "tuned on the reference models");
+    - `token_statistics` (optional): the per-slot scores behind the statistic (see the module
+      docstring), None when it has none.
     """
 
     name: ClassVar[str] = ""
@@ -109,6 +119,13 @@ class Attack:
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         """One float per row of `table` (an attack table or a part of it)."""
         raise NotImplementedError
+
+    def token_statistics(self, table: pd.DataFrame) -> list[np.ndarray] | None:
+        """Per row of `table`, one float per scored slot (a masked position of one masking
+        pattern, in the order of the row's ``target_token_logp``), higher meaning "member-like"
+        at that slot; None (this default): the attack has no per-slot evidence. Like `statistic`
+        it is computed on the table it is given (it may compare rows and set `tuned`)."""
+        return None
 
     def scored(self, table: pd.DataFrame) -> np.ndarray | None:
         """Which rows of `table` its statistic is defined on (None: every row): those of

@@ -35,16 +35,32 @@ def _in_unit(value: float) -> bool:
     return 0.0 <= value <= 1.0
 
 
-def _check(attack: str, params: dict) -> tuple[float | None, tuple[float, ...], float]:
-    """(a, or None for auto; the grid, ascending; gamma), checked."""
+def _check(attack: str, params: dict) -> tuple[float | None, tuple[float, ...], float | None]:
+    """(a, or None for auto; the grid, ascending; gamma, or None for an attack without it), checked."""
     a = params["a"]
     a = None if a == AUTO else _number(attack, "a", a, _in_unit, f"{AUTO!r} or a number in [0, 1]")
     grid = params["a_grid"]
     if not isinstance(grid, (list, tuple)) or not grid:
         raise UserError(f"config key attacks.{attack}.a_grid: a non-empty list of numbers in [0, 1] is needed")
     grid = tuple(sorted({_number(attack, "a_grid", v, _in_unit, "numbers in [0, 1]") for v in grid}))
-    gamma = _number(attack, "gamma", params["gamma"], lambda v: 0.0 < v < np.inf, "a positive number")
+    gamma = None
+    if "gamma" in params:
+        gamma = _number(attack, "gamma", params["gamma"], lambda v: 0.0 < v < np.inf, "a positive number")
     return a, grid, gamma
+
+
+def references_lack(attack: str, params: dict, count: int, online: bool) -> str | None:
+    """What a pool lacks for `a: auto` (`tune_a` attacks each reference with the others): references
+    trained on some of the audited samples and not on others, and three of them (with two, the
+    other reference is OUT exactly where the attacked one is IN). A fixed `a` lacks nothing."""
+    a, _, _ = _check(attack, params)
+    if a is None and (not online or count < 3):
+        return (
+            "at least 3 reference models trained on half of the audited patients to tune a: auto "
+            f"(references.online: true, references.count >= 3; here online is {str(online).lower()}, count {count}), "
+            f"or a fixed attacks.{attack}.a"
+        )
+    return None
 
 
 def log_ratio(log_target: np.ndarray, out_mean: np.ndarray, a: float) -> np.ndarray:
@@ -73,13 +89,29 @@ def population_score(log_lr: np.ndarray, population: np.ndarray, gamma: float) -
     return share + below / len(log_lr) / (2.0 * n_z * (n_z - 1))
 
 
+def population_rows(table: pd.DataFrame, attack: str) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's role, which rows are population rows): at least two are needed (a population
+    row is compared with the others)."""
+    if "role" not in table.columns:
+        raise UserError(f"attack {attack}: the attack table has no role column (population rows are needed)")
+    role = table["role"].to_numpy()
+    population = role == "population"
+    if population.sum() < 2:
+        raise UserError(
+            f"attack {attack}: the attack table has {int(population.sum())} population rows; at least 2 are needed"
+        )
+    return role, population
+
+
 def tune_a(
     energies: np.ndarray,
     inside: np.ndarray,
     audited: np.ndarray,
     population: np.ndarray,
     grid: tuple[float, ...],
-    gamma: float,
+    gamma: float | None,
+    attack: str = "rmia",
+    score=None,
 ) -> tuple[float, list[float], int]:
     """(a, mean AUC at each value of `grid`, references used): RMIA's `a` chosen by attacking
     each reference model with the others.
@@ -95,10 +127,22 @@ def tune_a(
     left out. The score is `population_score` itself (the statistic as reported); its AUC
     on r's memberships is averaged over the references (each reference one vote: a pooled
     AUC would also rank one model's scores against another's, which no attack on one
-    target does). The largest mean AUC wins; ties (within 1e-12) go to the smallest a."""
-    probability = np.exp(-energies)
+    target does). The largest mean AUC wins; ties (within 1e-12) go to the smallest a.
+
+    Another attack of the same Pr(x) tunes its `a` the same way with its own statistic:
+    `energies` may then be rows x slots x references, one energy (−log p) per scored slot,
+    NaN past a row's last slot, and `score(log_target, out_mean, is_z, a)` is its statistic
+    of one reference's rows from their rows x slots log Pr(x | θ_r) and OUT means (`attack`
+    names it in messages)."""
+    slots = energies if energies.ndim == 3 else energies[:, None, :]
+    if score is None:
+
+        def score(log_target, out_mean, is_z, a):
+            return population_score(log_ratio(log_target[:, 0], out_mean[:, 0], a), is_z, gamma)
+
+    probability = np.exp(-slots)
     cases = []
-    for r in range(energies.shape[1]):
+    for r in range(slots.shape[2]):
         others = ~inside
         others[:, r] = False
         count = others.sum(axis=1)
@@ -108,19 +152,20 @@ def tune_a(
         if z.sum() < 2 or y.all() or not y.any():
             continue
         rows = x | z
-        out_mean = (probability[rows] * others[rows]).sum(axis=1) / count[rows]
-        cases.append((z[rows], inside[rows, r], -energies[rows, r], out_mean))
+        out_mean = (probability[rows] * others[rows][:, None, :]).sum(axis=2) / count[rows][:, None]
+        cases.append((z[rows], inside[rows, r], -slots[rows, :, r], out_mean))
     if not cases:
         raise UserError(
-            "attack rmia: a: auto needs reference models trained on some of the audited samples and not on others "
-            "(references.online: true, at least 3 references) and 2 population rows; or set attacks.rmia.a"
+            f"attack {attack}: a: auto needs reference models trained on some of the audited samples and not on "
+            "others (references.online: true, at least 3 references) and 2 population rows; or set "
+            f"attacks.{attack}.a"
         )
     means = []
     for a in grid:
         aucs = []
         for is_z, y, log_target, out_mean in cases:
-            score = population_score(log_ratio(log_target, out_mean, a), is_z, gamma)
-            aucs.append(auc(y[~is_z], score[~is_z]))
+            statistic = score(log_target, out_mean, is_z, a)
+            aucs.append(auc(y[~is_z], statistic[~is_z]))
         means.append(float(np.mean(aucs)))
     best = 0
     for i in range(1, len(grid)):
@@ -180,34 +225,19 @@ class Rmia(Attack):
         _check(self.name, self.params)
 
     def references_lack(self, count: int, online: bool) -> str | None:
-        """`a: auto` is tuned by attacking each reference with the others (`tune_a`): it needs
-        references trained on some of the audited samples and not on others, and three of them
-        (with two, the other reference is OUT exactly where the attacked one is IN)."""
-        a, _, _ = _check(self.name, self.params)
-        if a is None and (not online or count < 3):
-            return (
-                "at least 3 reference models trained on half of the audited patients to tune a: auto "
-                f"(references.online: true, references.count >= 3; here online is {str(online).lower()}, count {count}), "
-                "or a fixed attacks.rmia.a"
-            )
-        return None
+        """`a: auto` is tuned by attacking each reference with the others (`tune_a`; module
+        function `references_lack`)."""
+        return references_lack(self.name, self.params, count, online)
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         a, grid, gamma = _check(self.name, self.params)
-        if "role" not in table.columns:
-            raise UserError(f"attack {self.name}: the attack table has no role column (population rows are needed)")
-        role = table["role"].to_numpy()
-        population = role == "population"
-        if population.sum() < 2:
-            raise UserError(
-                f"attack {self.name}: the attack table has {int(population.sum())} population rows; at least 2 are needed"
-            )
+        role, population = population_rows(table, self.name)
         outs, _ = reference_sides(table, self.name, need_in=False)
         self.tuned = {}
         if a is None:
             energies, inside = reference_matrix(table, self.name, "a: auto")
             audited = np.isin(role, ("member", "nonmember"))
-            a, means, used = tune_a(energies, inside, audited, population, grid, gamma)
+            a, means, used = tune_a(energies, inside, audited, population, grid, gamma, self.name)
             self.tuned = {"a": a}
             log.info(
                 "attack %s: a = %s, tuned on %d reference models (mean AUC by a: %s)", self.name, a, used,

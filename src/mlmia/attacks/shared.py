@@ -140,6 +140,37 @@ def reference_matrix(table: pd.DataFrame, attack: str, purpose: str) -> tuple[np
     return energies, inside
 
 
+def reference_token_lists(
+    table: pd.DataFrame, column: str, attack: str, target: list[np.ndarray]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each row's references' per-token lists of `column` (``references_token_logp``) as one
+    references x slots matrix, with the references' IN flags (``references_in``): slot j of
+    every reference is slot j of the row's `target` list (masking patterns are a function of
+    the sample, so models of one tokenizer score the same positions in the same order). A
+    reference whose list differs in length from the target's does not tokenize as the target:
+    a UserError naming the sample and both lengths; so are non-finite values and flags that do
+    not match the lists."""
+    out = []
+    for sid, own, lists, member in zip(row_ids(table), target, table[column].tolist(), table["references_in"].tolist()):
+        lists = [] if lists is None else list(lists)
+        member = np.asarray(member if member is not None else [], dtype=bool).reshape(-1)
+        if len(lists) != member.size:
+            raise UserError(f"attack {attack}: sample {sid}: {column} and references_in differ in length")
+        matrix = np.empty((len(lists), own.size), dtype=float)
+        for k, values in enumerate(lists):
+            values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
+            if values.size != own.size:
+                raise UserError(
+                    f"attack {attack}: sample {sid}: reference {k + 1} of {len(lists)} scores {values.size} tokens and "
+                    f"the target {own.size} ({column}): it does not tokenize the sample as the target does"
+                )
+            matrix[k] = values
+        if not np.isfinite(matrix).all():
+            raise UserError(f"attack {attack}: sample {sid}: {column} holds a value that is not a finite number")
+        out.append((matrix, member))
+    return out
+
+
 def gaussian_fit(
     groups: list[np.ndarray], variance: str, floor: float, attack: str, side: str, ids: list
 ) -> tuple[np.ndarray, np.ndarray]:
