@@ -34,9 +34,9 @@ COLUMNS = ["energy", "token_logp", "per_pattern"]
 FPRS = (0.01, 0.001)
 #: (label, parameters) of each multivariate estimator
 ESTIMATORS = (
-    ("diagonal, per-sample σ_j", {"covariance": "diagonal", "variance": "per_sample"}),
-    ("diagonal, global σ", {"covariance": "diagonal", "variance": "global"}),
-    ("isotropic, per-sample σ", {"covariance": "isotropic"}),
+    ("pooled σ", {"covariance": "pooled"}),
+    ("isotropic, a σ per sample", {"covariance": "isotropic"}),
+    ("diagonal, a σ per slot", {"covariance": "diagonal"}),
     ("shrinkage (OAS)", {"covariance": "shrinkage", "shrinkage": "oas"}),
     ("shrinkage (Ledoit-Wolf)", {"covariance": "shrinkage", "shrinkage": "ledoit_wolf"}),
     ("patterns (OAS)", {"covariance": "patterns", "shrinkage": "oas"}),

@@ -15,7 +15,7 @@ from mlmia.attacks.shared import check_lira_params, lira_references_lack, row_id
 from mlmia.core.errors import UserError
 
 #: how Σ is estimated (parameter `covariance`)
-COVARIANCES = ("diagonal", "isotropic", "shrinkage", "patterns")
+COVARIANCES = ("pooled", "isotropic", "diagonal", "shrinkage", "patterns")
 #: the shrinkage intensity of `shrinkage` and `patterns` (parameter `shrinkage`)
 SHRINKAGES = ("oas", "ledoit_wolf")
 #: the least shrinkage intensity: with fewer references than slots the sample correlation is
@@ -117,7 +117,7 @@ def shrunk_fit(x: np.ndarray, floor: float, shrinkage: str) -> Gaussian:
 
 
 def pooled_sigma(groups: list[np.ndarray], attack: str, side: str) -> float:
-    """One σ for every slot of every row (`variance: global`, the multivariate `fix_variance`):
+    """One σ for every slot of every row (``pooled``, the multivariate counterpart of LiRA's `fix_variance`):
     sqrt(Σ_rows Σ_refs Σ_slots (x − μ_row,slot)² / Σ_rows n_row p_row) over one side's reference
     rows (n_row x p_row each); some row needs two references."""
     if not any(g.shape[0] > 1 for g in groups):
@@ -149,17 +149,24 @@ def one_sided_lrt(z: np.ndarray, gaussian: Gaussian) -> tuple[float, float]:
     return max(lower, 0.0), max(higher, 0.0)
 
 
-def signed_root(lower: float, higher: float) -> float:
-    """−√T⁻ where some slot's evidence points to lower losses (T⁻ > 0), else √T⁺: the one-sided
-    test's signed root (lower means member); with one slot it is the z-score (s − μ) / σ."""
-    return -math.sqrt(lower) if lower > 0 else math.sqrt(higher)
+def root_difference(lower: float, higher: float) -> float:
+    """√T⁺ − √T⁻: the evidence that the losses sit above the OUT Gaussian's mean less the evidence
+    that they sit below it (lower means member); with one slot, T⁺ = max(z, 0)² and T⁻ = min(z, 0)²,
+    it is the z-score z = (s − μ) / σ."""
+    return math.sqrt(higher) - math.sqrt(lower)
 
 
 # ------------------------------------------------------------------ reading the table
 
 
-def check_params(attack: str, params: dict) -> tuple[str, str, str, float]:
-    """(covariance, shrinkage, variance, σ floor), checked, each refused in one line naming its key."""
+def lira_variance(covariance: str) -> str:
+    """The univariate LiRA `variance` the estimator corresponds to (for the pool it needs): one σ
+    over the rows ("global") or each sample's own ("per_sample")."""
+    return "global" if covariance == "pooled" else "per_sample"
+
+
+def check_params(attack: str, params: dict) -> tuple[str, str, float]:
+    """(covariance, shrinkage, σ floor), checked, each refused in one line naming its key."""
     covariance, shrinkage = params["covariance"], params["shrinkage"]
     if covariance not in COVARIANCES:
         raise UserError(
@@ -167,13 +174,8 @@ def check_params(attack: str, params: dict) -> tuple[str, str, str, float]:
         )
     if shrinkage not in SHRINKAGES:
         raise UserError(f"config key attacks.{attack}.shrinkage: use one of {', '.join(SHRINKAGES)}, got {shrinkage!r}")
-    variance, floor = check_lira_params(attack, params)
-    if variance == "global" and covariance != "diagonal":
-        raise UserError(
-            f"config key attacks.{attack}.variance: global (one σ for every slot of every sample) needs covariance "
-            f"diagonal, got covariance {covariance}"
-        )
-    return covariance, shrinkage, variance, floor
+    _, floor = check_lira_params(attack, {"variance": lira_variance(covariance), "min_sigma": params["min_sigma"]})
+    return covariance, shrinkage, floor
 
 
 def slot_rows(table: pd.DataFrame, column: str, attack: str):
@@ -224,17 +226,17 @@ def sides(table: pd.DataFrame, column: str, attack: str, need_in: bool):
     return ids, targets, outs, ins
 
 
-def fits(groups, ids, params: tuple[str, str, str, float], attack: str, side: str) -> list[Gaussian]:
+def fits(groups, ids, params: tuple[str, str, float], attack: str, side: str) -> list[Gaussian]:
     """One side's Gaussian per row, with the attack's estimator."""
-    covariance, shrinkage, variance, floor = params
-    if variance == "global":
+    covariance, shrinkage, floor = params
+    if covariance == "pooled":
         sigma = pooled_sigma(groups, attack, side)
         return [diagonal_fit(g, floor, sigma) for g in groups]
     for sid, g in zip(ids, groups):
         if g.shape[0] < 2:
             raise UserError(
                 f"attack {attack}: sample {sid} has {g.shape[0]} {side} reference; a per-sample covariance needs at "
-                "least 2 (use covariance: diagonal with variance: global)"
+                "least 2 (use covariance: pooled)"
             )
     if covariance == "diagonal":
         return [diagonal_fit(g, floor) for g in groups]
@@ -249,53 +251,58 @@ def column_of(covariance: str) -> str:
 
 # ------------------------------------------------------------------ the attacks
 
-_ESTIMATORS = """Σ is estimated from the sample's own references (parameter `covariance`): ``diagonal``
-    (the per-slot variances; with `variance: global`, one σ pooled over every slot of every row
-    around its own mean, the multivariate counterpart of LiRA's ``fix_variance``, which makes the
-    statistic a Euclidean distance), ``isotropic`` (σ² I, one σ per sample: its references'
-    spread around their slot means over all its slots), ``shrinkage`` (the sample covariance of the slots standardised
-    by their own σ_j, shrunk toward the identity, i.e. Σ shrunk toward its diagonal, with the
-    intensity of `shrinkage`: ``oas``, Chen et al. 2010, or ``ledoit_wolf``, Ledoit and Wolf 2004,
-    as scikit-learn computes them, at least `MIN_INTENSITY`) or ``patterns`` (the slots first
-    averaged within each masking pattern, the score table's ``per_pattern``, then the shrunk
-    covariance of those K means). Means and variances are numpy's (ddof 0) as univariate LiRA's;
-    `min_sigma` (default 1e-3 nats) floors every σ_j."""
+_ESTIMATORS = """Σ is estimated from the sample's own references (parameter `covariance`):
+    ``pooled`` (σ² I with one σ pooled over every slot of every row, each around its own mean,
+    the multivariate counterpart of LiRA's ``fix_variance``: the statistic is a Euclidean
+    distance), ``isotropic`` (σ² I with one σ per sample, its references' spread around their
+    slot means over all its slots), ``diagonal`` (each slot's own variance), ``shrinkage`` (the
+    sample covariance of the slots standardised by their own σ_j, shrunk toward the identity, so
+    Σ shrunk toward its diagonal, with the intensity of `shrinkage`: ``oas``, Chen et al. 2010,
+    or ``ledoit_wolf``, Ledoit and Wolf 2004, as scikit-learn computes them, at least
+    `MIN_INTENSITY`) or ``patterns`` (the slots first averaged within each masking pattern, the
+    score table's ``per_pattern``, then that shrunk covariance of the K means). Means and
+    variances are numpy's (ddof 0), as univariate LiRA's; `min_sigma` (default 1e-3 nats) floors
+    every σ. The defaults are the strongest on the default world's zoo experiments
+    (bench/lira_multivariate.py): the per-slot and shrunk covariances of 4 references per side
+    are too noisy (AUC 0.53 to 0.64 online), the pooled ones are not."""
 
-_DEPARTURES = """Where it departs from the authors (Rossi, Aerni, Zhang and Tramèr, "Membership
-    Inference Attacks on Sequence Models", DLSP 2025, arXiv 2506.05126, who model the per-token
-    losses of an autoregressive LLM with many shadow models, A(f, x) = N(S | μ_in, Σ_in) /
-    N(S | μ_out, Σ_out), and estimate Σ with structured estimators; their code was not found and
-    the full text beyond that statistic could not be read here, so the estimators here are this
-    module's own choices): (1) a slot is a masked position of one masking pattern, not a token of
-    the sequence: the K patterns of a masked language model mask positions drawn independently, so
-    a position recurs (about 1.5 times at K = 10) and its slots are strongly correlated, which a
-    full Σ can model and a diagonal one counts twice; (2) there are 8 references (online 4 IN and 4
-    OUT per audited sample) against up to about 90 slots, so a per-sample sample covariance has
-    rank 3 to 7 and must be shrunk (or the slots aggregated); (3) the losses are −log p of the true
-    token at the masked position, as in the score table's ``token_logp``."""
+_DEPARTURES = """Where it departs from the authors (Rossi, Aerni, Zhang and Tramèr, who model the
+    per-token losses of an autoregressive LLM with many shadow models; their code was not found
+    and the part of the paper that could be read gives the statistic, not their covariance
+    estimators, so the estimators here are this module's own): (1) a slot is a masked position of
+    one masking pattern, not a token of the sequence; the K patterns mask positions drawn
+    independently, so a position recurs (about 1.5 times at K = 10) and its slots are strongly
+    correlated, which a full Σ models and a diagonal one counts twice; (2) the pool has 8
+    references (online 4 IN and 4 OUT per audited sample) against up to about 90 slots, so a
+    per-sample covariance has rank 3 to 7 and is shrunk, aggregated or pooled; (3) S holds −log p
+    of the true token at each masked position (−``token_logp``), whose mean is the energy that
+    univariate LiRA reads."""
 
 
 class LiraMultivariateOffline(Attack):
-    __doc__ = f"""s(x) = −√T⁻ (√T⁺ where T⁻ = 0): the signed root of the one-sided likelihood-ratio
-    test of the target's per-slot loss vector S of a sample against N(μ_out, Σ_out), the Gaussian of
-    the loss vectors of the reference models not trained on it (OUT: ``references_in`` False), with
-    T⁻ = (S − μ)ᵀΣ⁻¹(S − μ) − min_{{m ≤ μ}} (S − m)ᵀΣ⁻¹(S − m), the evidence that the losses sit below
-    what OUT models give in some slots (T⁺ likewise above).
+    __doc__ = f"""√T⁺ − √T⁻: how far the target's per-slot loss vector S of a sample lies above,
+    less how far below, the Gaussian N(μ_out, Σ_out) of the loss vectors of the reference models
+    not trained on it (OUT: ``references_in`` False), each a one-sided likelihood-ratio statistic:
+    T⁻ = (S − μ)ᵀΣ⁻¹(S − μ) − min_{{m ≤ μ}} (S − m)ᵀΣ⁻¹(S − m) (losses below what OUT models give;
+    T⁺ likewise above).
 
-    Multivariate LiRA (Rossi, Aerni, Zhang and Tramèr, "Membership Inference Attacks on Sequence
-    Models", DLSP 2025, arXiv 2506.05126) extends LiRA (Carlini et al., IEEE S&P 2022) from a
-    sample's summed loss to its vector of per-element losses, S = (−log p(x_1), ..., −log p(x_d)):
-    here the slots of all K masking patterns in pattern order (`target_token_logp`; slot j of every
-    reference's list is the same masked position, `mlmia.scoring.masks`). Offline LiRA is a
-    one-sided test: a member's loss is low, not merely unusual, so the OUT Gaussian's log density
-    (which a high loss lowers as much as a low one) is not used; the one-sided multivariate test is
-    the chi-bar-squared likelihood-ratio test against the cone of means at most μ_out in every slot
-    (Kudô, Biometrika 50, 1963), solved as a non-negative least-squares problem (a closed form,
-    Σ_{{z_j < 0}} z_j² with z = (S − μ) / σ, for a diagonal Σ). A signal in a few slots (a memorised
-    name) enters T⁻ whole where the summed loss dilutes it over all d slots. With one slot the
-    statistic is (S − μ_out) / σ_out, `lira_offline`'s z-score with `variance: per_sample`
-    (tests/test_lira_multivariate.py). The authors do not describe an offline variant in the part
-    of the paper that could be read; this one is chosen to keep univariate LiRA's offline test.
+    Multivariate LiRA: Rossi, Aerni, Zhang and Tramèr, "Membership Inference Attacks on Sequence
+    Models", DLSP 2025 (arXiv 2506.05126), extend LiRA (Carlini et al., IEEE S&P 2022) from a
+    sample's summed loss to its vector of per-element losses, S = (−log p(x_1), ..., −log p(x_d));
+    here the slots of all K masking patterns in pattern order (−`target_token_logp`; slot j of
+    every reference's list is the same masked position, `mlmia.scoring.masks`). Offline LiRA is
+    one-sided: a member's loss is low, not merely unusual, so the OUT Gaussian's log density,
+    which a high loss lowers as much as a low one, is not the statistic (on the zoo, where the
+    i2b2 non-members' losses lie far above the OUT references', it ranks them as members: AUC
+    0.20). T⁻ is the chi-bar-squared likelihood-ratio test against means at most μ_out in every
+    slot (Kudô, Biometrika 50, 1963), a non-negative least-squares problem (for a diagonal Σ,
+    T⁻ = Σ_{{z_j < 0}} z_j² with z = (S − μ) / σ); T⁻ alone also counts a sample far above μ_out
+    in most slots as evidence of lower losses where Σ correlates the slots, so √T⁺ is subtracted
+    (this module's choice: the authors' offline variant is not in the part of the paper that could
+    be read). With one slot, √T⁺ − √T⁻ is the z-score (S − μ_out) / σ_out of `lira_offline`
+    (`variance: per_sample`; with `covariance: pooled`, its default `variance: global`;
+    tests/test_lira_multivariate.py). A signal in a few slots enters T⁻ whole where the summed loss
+    dilutes it over all d. Default `covariance: isotropic`.
 
     {_ESTIMATORS}
 
@@ -303,19 +310,21 @@ class LiraMultivariateOffline(Attack):
 
     name = "lira_multivariate_offline"
     label = "multivariate LiRA (offline)"
+    audit_default = False  # named only: an audit card picks its strongest attack, each more candidate biases it up
     inputs = {"target": ("token_logp", "per_pattern"), "references": ("token_logp", "per_pattern")}
     lower_is_member = True
     aggregates = True
-    parameters = {"covariance": "diagonal", "shrinkage": "oas", "variance": "per_sample", "min_sigma": 1e-3}
+    parameters = {"covariance": "isotropic", "shrinkage": "oas", "min_sigma": 1e-3}
 
     def check_params(self) -> None:
         check_params(self.name, self.params)
 
     def reads_other_rows(self) -> bool:
-        return self.params["variance"] == "global"
+        return self.params["covariance"] == "pooled"  # σ pooled over the table's rows
 
     def references_lack(self, count: int, online: bool) -> str | None:
-        return lira_references_lack(self.name, self.params, count, online, ("OUT",))
+        lira = {"variance": lira_variance(self.params["covariance"]), "min_sigma": self.params["min_sigma"]}
+        return lira_references_lack(self.name, lira, count, online, ("OUT",))
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         params = check_params(self.name, self.params)
@@ -323,7 +332,7 @@ class LiraMultivariateOffline(Attack):
         gaussians = fits(outs, ids, params, self.name, "OUT")
         out = np.empty(len(targets))
         for i, (s, g) in enumerate(zip(targets, gaussians)):
-            out[i] = signed_root(*one_sided_lrt((s - g.mu) / g.sigma, g))
+            out[i] = root_difference(*one_sided_lrt((s - g.mu) / g.sigma, g))
         return out
 
 
@@ -333,16 +342,18 @@ class LiraMultivariateOnline(Attack):
     vectors of the reference models trained on it (IN: ``references_in`` True) and of those not
     (OUT).
 
-    Rossi, Aerni, Zhang and Tramèr, "Membership Inference Attacks on Sequence Models", DLSP 2025
-    (arXiv 2506.05126): LiRA (Carlini et al., IEEE S&P 2022, online variant) on the vector of
-    per-element losses instead of their sum, A(f, x) = N(S(f; x) | μ_in, Σ_in) / N(S(f; x) | μ_out,
-    Σ_out); S = −`target_token_logp`, the slots of all K masking patterns in pattern order (slot j
-    of every reference's list is the same masked position, `mlmia.scoring.masks`). The summed loss
-    is the projection of S on the all-ones direction; the vector keeps a signal that sits in a few
-    slots, which the sum dilutes. With one slot the statistic is `lira_online`'s with `variance:
-    per_sample` (tests/test_lira_multivariate.py). Every member and non-member needs at least two
-    IN and two OUT references (one each, and some row with two, with `variance: global`); held-in
+    Multivariate LiRA: Rossi, Aerni, Zhang and Tramèr, "Membership Inference Attacks on Sequence
+    Models", DLSP 2025 (arXiv 2506.05126): LiRA (Carlini et al., IEEE S&P 2022, online variant)
+    on the vector of per-element losses instead of their sum, A(f, x) = N(S(f; x) | μ_in, Σ_in) /
+    N(S(f; x) | μ_out, Σ_out); S = −`target_token_logp`, the slots of all K masking patterns in
+    pattern order (slot j of every reference's list is the same masked position,
+    `mlmia.scoring.masks`). The summed loss is S projected on the all-ones direction; the vector
+    keeps a signal that sits in a few slots, which the sum dilutes. With one slot the statistic is
+    `lira_online`'s (`variance: per_sample`; with `covariance: pooled`, its default `variance:
+    global`; tests/test_lira_multivariate.py). Every member and non-member needs at least two IN
+    and two OUT references (one each, and some row with two, with ``pooled``); held-in
     and population rows (never trained on by a reference) get no statistic (NaN; `scored_roles`).
+    Default `covariance: pooled`.
 
     {_ESTIMATORS}
 
@@ -350,20 +361,22 @@ class LiraMultivariateOnline(Attack):
 
     name = "lira_multivariate_online"
     label = "multivariate LiRA (online)"
+    audit_default = False  # named only: an audit card picks its strongest attack, each more candidate biases it up
     inputs = {"target": ("token_logp", "per_pattern"), "references": ("token_logp", "per_pattern")}
     lower_is_member = False
     aggregates = True
     scored_roles = ("member", "nonmember")
-    parameters = {"covariance": "diagonal", "shrinkage": "oas", "variance": "per_sample", "min_sigma": 1e-3}
+    parameters = {"covariance": "pooled", "shrinkage": "oas", "min_sigma": 1e-3}
 
     def check_params(self) -> None:
         check_params(self.name, self.params)
 
     def reads_other_rows(self) -> bool:
-        return self.params["variance"] == "global"
+        return self.params["covariance"] == "pooled"  # σ pooled over the table's rows
 
     def references_lack(self, count: int, online: bool) -> str | None:
-        return lira_references_lack(self.name, self.params, count, online, ("IN", "OUT"))
+        lira = {"variance": lira_variance(self.params["covariance"]), "min_sigma": self.params["min_sigma"]}
+        return lira_references_lack(self.name, lira, count, online, ("IN", "OUT"))
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
         audited = (
