@@ -15,6 +15,7 @@ from sklearn.covariance import OAS, ledoit_wolf, ledoit_wolf_shrinkage
 
 from mlmia.attacks import get_attack
 from mlmia.attacks.lira_multivariate import (
+    COVARIANCES,
     diagonal_fit,
     ledoit_wolf_intensity,
     oas_intensity,
@@ -98,6 +99,20 @@ def test_shrinkage_intensities_match_sklearn():
         sd = x.std(0)
         for name, reference in (("ledoit_wolf", ledoit_wolf(x / sd)[0]), ("oas", OAS().fit(x / sd).covariance_)):
             np.testing.assert_allclose(shrunk_fit(x, 1e-9, name).covariance, sd[:, None] * reference * sd[None, :])
+
+
+def test_references_that_agree_keep_the_floor():
+    """Slots where the references agree get σ = min_sigma; where they agree in every slot, Σ =
+    min_sigma² I (the shrunk correlation of nothing is the identity)."""
+    x = X.copy()
+    x[:, 1] = 0.5
+    g = shrunk_fit(x, 0.01, "oas")
+    assert g.sigma[1] == 0.01 and g.covariance[1, 1] == pytest.approx(1e-4)
+    same = shrunk_fit(np.ones((4, 3)), 0.01, "ledoit_wolf")
+    np.testing.assert_allclose(same.covariance, 1e-4 * np.eye(3))
+    t = frame([S + 0.1], [np.tile(S, (6, 1))], [[False] * 6])
+    for covariance in COVARIANCES:
+        assert np.isfinite(get_attack(OFFLINE, {"covariance": covariance}).statistic(t)).all()
 
 
 # ------------------------------------------------------------------ the one-sided offline test
