@@ -60,10 +60,14 @@ def contract_table(attack: Attack, rng: np.random.Generator) -> pd.DataFrame:
     for column in attack.columns():
         if column == "references_in":  # two IN and two OUT references for every row
             t[column] = [[True, False, True, False] if i % 2 else [False, True, False, True] for i in range(n)]
-        elif column.startswith("references_token_"):  # each reference's six token values, as the target's
-            t[column] = [[list(-rng.exponential(2.0, 6)) for _ in range(4)] for _ in range(n)]
+        elif column.startswith("references_token_") or (column.startswith("references_") and column.endswith("_per_pattern")):
+            # per reference, a list as long as the target's (the same slots): six token values, or three patterns' losses
+            size, sign = (3, 1.0) if column.endswith("_per_pattern") else (6, -1.0)
+            t[column] = [[list(sign * rng.exponential(2.0, size)) for _ in range(4)] for _ in range(n)]
         elif column.startswith(("references_", "neighbours_")):
             t[column] = [list(rng.normal(3.0, 0.3, 4)) for _ in range(n)]
+        elif column.endswith("_per_pattern"):  # each of three patterns' mean loss
+            t[column] = [list(rng.uniform(1.0, 4.0, 3)) for _ in range(n)]
         elif column.endswith("_pattern_sizes"):  # the six token values in three patterns (a progressive energy)
             t[column] = [[1, 2, 3]] * n
         elif column.endswith("_token_var"):
