@@ -78,8 +78,6 @@ class Attack:
       role it does not score is not computed for it;
     - `reads_population`: True when a row's statistic compares it with the population rows
       (RMIA), so that a table of it says which population each column took;
-    - `audit_default`: False when an audit whose `audit.attacks` is null leaves it out although
-      the config gives its inputs (an attack still being assessed: named, it runs);
     - `parameters`: the attack's settings and their defaults; `self.params` holds them with
       the config's values (``attacks.<name>``) applied, checked on construction (`check_params`);
     - `tuned` (set by `statistic`): the parameters the last call chose from the table it was
@@ -98,7 +96,6 @@ class Attack:
     row_local: ClassVar[bool] = True
     scored_roles: ClassVar[tuple[str, ...] | None] = None
     reads_population: ClassVar[bool] = False
-    audit_default: ClassVar[bool] = True
     tuning: ClassVar[str] = ""
     parameters: ClassVar[dict[str, object]] = {}
 

@@ -64,13 +64,11 @@ def _lacks(name: str, params: dict | None, config: dict) -> str | None:
 
 
 def _default(name: str, params: dict | None, config: dict) -> bool:
-    """Whether an audit carries attack `name` by default: it is one audits carry
-    (`Attack.audit_default`), reads the experiment's energy kind only (no other scoring pass, no
-    neighbour texts) and the config gives it all (`_lacks`)."""
+    """Whether an audit carries attack `name` by default: it reads the experiment's energy kind
+    only (no other scoring pass, no neighbour texts) and the config gives it all (`_lacks`)."""
     attack = get_attack(name, params)
     own_kind = all("@" not in column for columns in attack.inputs.values() for column in columns)
-    usable = own_kind and "neighbours" not in attack.inputs
-    return attack.audit_default and usable and _lacks(name, params, config) is None
+    return own_kind and "neighbours" not in attack.inputs and _lacks(name, params, config) is None
 
 
 def reads_a_model(name: str) -> bool:
