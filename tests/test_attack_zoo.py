@@ -60,7 +60,9 @@ def contract_table(attack: Attack, rng: np.random.Generator) -> pd.DataFrame:
     for column in attack.columns():
         if column == "references_in":  # two IN and two OUT references for every row
             t[column] = [[True, False, True, False] if i % 2 else [False, True, False, True] for i in range(n)]
-        elif column.startswith("references_token_") or (column.startswith("references_") and column.endswith("_per_pattern")):
+        elif column.startswith("references_token_") or (
+            column.startswith("references_") and column.endswith("_per_pattern")
+        ):
             # per reference, a list as long as the target's (the same slots): six token values, or three patterns' losses
             size, sign = (3, 1.0) if column.endswith("_per_pattern") else (6, -1.0)
             t[column] = [[list(sign * rng.exponential(2.0, size)) for _ in range(4)] for _ in range(n)]

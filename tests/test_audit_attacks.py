@@ -107,7 +107,8 @@ def test_with_a_pool_an_audit_also_carries_lira_and_rmia(files):
     assert s.reference_models() == pool
     for name, experiment in s.experiments.items():
         assert experiment.references == "pool"
-        assert s.experiment_attacks(name) == sorted([*WITHOUT_POOL, "lira_offline", "lira_online", "rmia", "informia"])
+        assert s.experiment_attacks(name) == sorted([*WITHOUT_POOL, "lira_offline", "lira_online", "rmia", "informia",
+                                                     "lira_multivariate_offline", "lira_multivariate_online"])  # fmt: skip
         kind = experiment.energy
         assert {k: v for k, v in s.score_inputs(name).items() if k.startswith("references.")} == {
             f"references.{i}__{kind}": ("notes", model, kind) for i, model in enumerate(pool)
@@ -119,7 +120,9 @@ def test_with_a_pool_an_audit_also_carries_lira_and_rmia(files):
     assert {"AUC: LiRA (offline)", "AUC: LiRA (online)", "AUC: RMIA (offline)", "TPR@1%FPR: RMIA (offline)"} <= labels
     # offline: no IN reference, so neither online LiRA nor RMIA's a: auto (a fixed a runs)
     offline = study(audit_config(files, references={"online": False}))
-    assert offline.experiment_attacks(next(iter(offline.experiments))) == sorted([*WITHOUT_POOL, "lira_offline"])
+    assert offline.experiment_attacks(next(iter(offline.experiments))) == sorted(
+        [*WITHOUT_POOL, "lira_offline", "lira_multivariate_offline"]
+    )
     fixed = audit_config(files, references={"online": False}) | {"attacks": {"rmia": {"a": 0.3}}}
     assert "rmia" in study(fixed).experiment_attacks(next(iter(offline.experiments)))
     # audit.attacks overrides the list, in its own order

@@ -325,7 +325,7 @@ def test_the_guide_runs_from_notes_to_a_card(audit_run):
 
 #: the attacks that read a model in an audit with an online pool: the card's candidates
 POOL_CANDIDATES = ["loss", "likelihood_ratio", "zlib", "min_k", "min_k_plus_plus", "lira_offline",
-                   "lira_online", "rmia", "informia"]  # fmt: skip
+                   "lira_online", "rmia", "informia", "lira_multivariate_offline", "lira_multivariate_online"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

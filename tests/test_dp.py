@@ -1012,7 +1012,7 @@ def test_snakemake_dp_on_the_ci_config_and_its_faults(ci_run):
     assert 0 < eps8["whitebox_lb"] < 8 and eps8["checks"] == "passed"
     assert (summary.loc[summary["target"].isin(correct), "pseudo_perplexity"] > 1).all()
     by_attack = pd.read_csv(run / "dp" / "bounds_by_attack.csv")
-    assert len(by_attack) == 4 * 12  # every attack of the zoo against every attacked target
+    assert len(by_attack) == 4 * 15  # every attack of the zoo against every attacked target
     assert {"lira_online", "rmia", "neighbourhood", "pll_word_l2r", "blind"} <= set(by_attack["attack"])
     # the one-run audits: white-box and black-box for each target; 40 token canaries, the included ones
     # in every DP target's training text once each, the tokens of all 40 in its vocabulary

@@ -218,7 +218,6 @@ def test_parameters_pools_and_roles():
     assert "references.online: true" in get_attack(ONLINE).references_lack(8, False)
     # the defaults: offline isotropic (row-local), online a σ pooled over the rows
     assert not get_attack(OFFLINE).reads_other_rows() and get_attack(ONLINE).reads_other_rows()
-    assert not (get_attack(OFFLINE).audit_default or get_attack(ONLINE).audit_default)  # audits name them
     # online: no statistic for rows no reference trained on; a per-sample Σ refuses one reference a side
     t = frame([S, S], [X, X], [[True, True, True, False, False, False]] * 2, ["member", "population"])
     statistic = get_attack(ONLINE).statistic(t)

@@ -15,7 +15,8 @@ FIGURES = ["fig3a", "fig3b", "fig4", "fig5", "fig_zoo"]
 # the paper's two attacks, the normalized-energy (B) and every attack of the zoo
 ZOO_ATTACKS = {
     "likelihood_ratio", "loss", "likelihood_ratio_normalized", "pll_word_l2r", "zlib", "min_k", "min_k_plus_plus",
-    "neighbourhood", "lira_offline", "lira_online", "rmia", "blind",
+    "neighbourhood", "lira_offline", "lira_online", "rmia", "blind", "lira_multivariate_offline",
+    "lira_multivariate_online", "informia",
 }  # fmt: skip
 #: the zoo table's rows: every attack above, and those made for masked diffusion targets
 ZOO_FULL = ZOO_ATTACKS | {"sama", "likelihood_ratio_elbo"}
@@ -60,7 +61,8 @@ def test_every_table_and_figure(ci_run):
     assert "| Sample MIMIC | AUC (B) | published |" in comparison
     # the default table of the zoo: the attacks that need no extra model, B the comparison
     zoo = pd.read_csv(ci_run / f"{RUN}/tables/table_zoo.csv")
-    assert set(zoo.attack) == ZOO_ATTACKS - {"pll_word_l2r", "neighbourhood", "lira_offline", "lira_online", "rmia"}
+    assert set(zoo.attack) == ZOO_ATTACKS - {"pll_word_l2r", "neighbourhood", "lira_offline", "lira_online", "rmia",
+                                             "lira_multivariate_offline", "lira_multivariate_online", "informia"}  # fmt: skip
     compared = zoo[zoo.attack != "likelihood_ratio"]
     assert (
         compared[compared.resolvable].difference.notna().all() and compared[compared.metric == "auc"].resolvable.all()

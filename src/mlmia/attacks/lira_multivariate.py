@@ -287,7 +287,6 @@ class _MultivariateLira(Attack):
     """What both variants share (no name: not an attack of its own): the inputs, the parameters'
     checks and the pool each estimator needs."""
 
-    audit_default = False  # named only: an audit card picks its strongest attack, each more candidate biases it up
     inputs = {"target": ("token_logp", "per_pattern"), "references": ("token_logp", "per_pattern")}
     aggregates = True
     #: the sides of the pool whose Gaussians the statistic fits

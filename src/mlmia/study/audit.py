@@ -4,11 +4,11 @@ An audit crosses targets x references x non-member sources x length buckets x en
 levels; each combination is one experiment and one column of the table `audit`. Each experiment
 carries the audit's attacks (`audit_attacks`): `audit.attacks`, or every built-in attack the
 config gives its inputs without more scoring than the audit's energies (the paper's two, zlib,
-Min-K%, Min-K%++ and the blind baseline; with a `references:` pool, LiRA, RMIA and InfoRMIA). The
-rows are the paper's overview rows, then the AUC and TPR at 1% FPR of every other attack, then the
-counts; the figures are ROC curves of every sample-level experiment (linear and log FPR) and the
-likelihood-ratio histogram of the first one. The result has the shape of config/tables.yaml, so
-the one renderer draws it.
+Min-K%, Min-K%++ and the blind baseline; with a `references:` pool, LiRA, multivariate LiRA, RMIA
+and InfoRMIA). The rows are the paper's overview rows, then the AUC and TPR at 1% FPR of every
+other attack, then the counts; the figures are ROC curves of every sample-level experiment
+(linear and log FPR) and the likelihood-ratio histogram of the first one. The result has the shape
+of config/tables.yaml, so the one renderer draws it.
 """
 
 from __future__ import annotations
