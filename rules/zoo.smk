@@ -1,6 +1,9 @@
 # Inputs of the zoo's attacks beyond the target and its reference: the training splits of
 # the reference pool (LiRA, RMIA; one pool per training objective of the targets, on the same
-# splits) and the neighbour texts (the neighbourhood attack).
+# splits) and the neighbour texts (the neighbourhood attack). Beside the attack tables: the
+# per-slot scores by token kind.
+from mlmia.study.plans.tokens import token_experiments, token_inputs, token_settings
+from mlmia.terms.layout import token_files
 
 
 rule reference_splits:
@@ -51,3 +54,28 @@ rule make_neighbours:
         code=library_code("make_neighbours.py"),
     script:
         "../workflow/scripts/make_neighbours.py"
+
+
+# Per-slot scores beside the attack table (mlmia.memorization.token_kinds): for an experiment
+# whose attacks give one score per masked slot (InfoRMIA), each slot's position and the kind of
+# PHI its token belongs to (the extraction study's spans), and the summary by kind; positions,
+# kinds and numbers only. The plan (mlmia.study.plans.tokens): which experiments, the settings.
+rule token_kinds:
+    input:
+        unpack(lambda wildcards: token_inputs(STUDY, wildcards.experiment)),
+    output:
+        tokens=result(token_files("{experiment}")["tokens"]),
+        kinds=result(token_files("{experiment}")["kinds"]),
+    log:
+        result("logs/token_kinds/{experiment}.log"),
+    benchmark:
+        result("benchmarks/token_kinds/{experiment}.tsv")
+    wildcard_constraints:
+        experiment=name_pattern(token_experiments(STUDY)),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings=lambda wildcards: token_settings(STUDY, wildcards.experiment),
+        code=library_code("token_kinds.py"),
+    script:
+        "../workflow/scripts/token_kinds.py"

@@ -1,6 +1,7 @@
-"""Per-slot attack scores by token kind (mlmia.memorization.token_kinds): slots placed on the
-masking patterns of mlmia.scoring.masks, tokens labelled by the PHI spans their characters fall
-in, the summary by kind checked by hand, no token or value in any output."""
+"""Per-slot attack scores by token kind (mlmia.memorization.token_kinds) and their place in the
+workflow (mlmia.study.plans.tokens, rule token_kinds): slots placed on the masking patterns of
+mlmia.scoring.masks, tokens labelled by the PHI spans their characters fall in, the summary by
+kind checked by hand, no token or value in any output, and `snakemake zoo -n` plans the job."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import build_tiny_tokenizer
+from workflow_helpers import copy_workflow, planned_jobs, write_config
 
 from mlmia.attacks.base import Attack
 from mlmia.core.errors import UserError
@@ -236,3 +238,33 @@ def test_a_sample_missing_from_the_sample_table_is_named_by_id_only(tokenizer):
     with pytest.raises(UserError, match=r"^token kinds: sample 'q' of the attack table is not in the sample table$"):
         slot_table(table, {"fixed_slots": Fixed()}, samples, tokenizer, energy="masked", seed=0, patterns=2,
                    mask_count="ceil", spans=None)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- workflow
+
+
+def test_snakemake_zoo_plans_the_token_kinds_of_each_zoo_experiment(tmp_path, monkeypatch):
+    import yaml
+
+    from mlmia.study.plans.tokens import token_experiments
+    from mlmia.study.study import Study
+
+    copy_workflow(tmp_path)
+    config = write_config(tmp_path, "ci.yaml")
+    # the zoo's row set with an InfoRMIA row (the attack with per-slot scores), whether or not the spec has one
+    spec_path = tmp_path / "config" / "tables.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    if not any(isinstance(row, dict) and row.get("attack") == "informia" for row in spec["row_sets"]["zoo_full"]):
+        spec["row_sets"]["zoo_full"].append({"metric": "auc", "attack": "informia", "label": "InfoRMIA: AUC"})
+        spec_path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    monkeypatch.chdir(tmp_path)
+    expected = token_experiments(Study.from_config(yaml.safe_load(config.read_text()), tmp_path), "zoo")
+    assert expected and all(name.startswith("zoo_") for name in expected)
+    jobs = planned_jobs(tmp_path, "zoo", "--configfile", str(config))
+    planned = sorted(sorted(output.split(", ")) for rule, output in jobs if rule == "token_kinds")
+    assert planned == sorted(
+        sorted([f"results/ci/attack/{name}.tokens.parquet", f"results/ci/attack/{name}.token_kinds.csv"])
+        for name in expected
+    )
+    # the PHI values the job reads are the extraction study's (the world's, built again)
+    assert any(rule == "extraction_values" for rule, _ in jobs)

@@ -58,6 +58,12 @@ def samples(dataset: str) -> str:
     return f"samples/{dataset}.parquet"
 
 
+def token_files(experiment: str) -> dict[str, str]:
+    """An experiment's per-slot attack scores beside its attack table (`mlmia.memorization.token_kinds`):
+    one row per (attack, sample, slot) with its position and token kind, and the summary by kind."""
+    return {"tokens": f"attack/{experiment}.tokens.parquet", "kinds": f"attack/{experiment}.token_kinds.csv"}
+
+
 def table_files(table: str) -> list[str]:
     """A rendered table of the tables spec: its tidy CSV, Markdown and LaTeX."""
     return [f"tables/{table}.{ext}" for ext in ("csv", "md", "tex")]
