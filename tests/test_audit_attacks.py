@@ -1,21 +1,25 @@
 """The attacks of a bring-your-own audit (config `audit:`, `mlmia.study.audit`), planned from the
 config alone (nothing trained or scored; the end-to-end run with a reference pool is in
 tests/test_byo.py): by default every built-in attack the config gives its inputs without scoring
-another energy kind, with a `references:` pool LiRA and RMIA too; `audit.attacks` overrides the
-list; the pool never trains on the population or the held-in members. The refusals are cases of
+another energy kind, with a `references:` pool LiRA and RMIA too (and multivariate LiRA and InfoRMIA
+where the pool tokenizes as the targets); `audit.attacks` overrides the list; the pool never trains on the population or the held-in members. The refusals are cases of
 tests/test_config_checks.py (docs/bad_inputs.md)."""
 
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 from workflow_helpers import REPO
 
+from mlmia.attacks.base import builtin_attack_names, get_attack
 from mlmia.core.errors import UserError
 from mlmia.data.splits import reference_splits
+from mlmia.study.audit import reads_reference_slots
+from mlmia.study.checks.tokenization import tokenizer_difference
 from mlmia.study.plans.cards import card_settings
 from mlmia.study.study import Study
 
@@ -24,6 +28,8 @@ WITHOUT_POOL = ["loss", "likelihood_ratio", "zlib", "min_k", "min_k_plus_plus", 
 #: patients of each role in the audit's sample table (one source, "clinic"), and of the pool's table
 PATIENTS = {"member": 6, "member_heldin": 3, "nonmember": 5, "population": 4}
 POOL_PATIENTS = 5
+#: the attacks that read the pool's per-token evidence slot by slot: a pool that tokenizes as the target or none
+SLOT_ATTACKS = ["informia", "lira_multivariate_offline", "lira_multivariate_online"]
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +46,20 @@ def files(tmp_path_factory):
     pool = [{"sample_id": f"q{p}_{s}", "group_id": f"q{p}", "text": f"pool words {p} {s}"} for p in range(POOL_PATIENTS)
             for s in range(2)]  # fmt: skip
     pd.DataFrame(pool).to_csv(folder / "pool.csv", index=False)
-    (folder / "public").mkdir()
-    (folder / "public" / "config.json").write_text('{"vocab_size": 20}')
-    (folder / "public" / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(20)))
+    # checkpoints of 20 vocabulary rows: the public one the pool continues; the target's, of the same tokenizer (a
+    # copy of its vocab.txt, or the same vocabulary written as a tokenizer.json); of another vocabulary; of the same
+    # vocabulary that does not lowercase
+    tokens = {"public": "t", "private": "t", "other": "u", "cased": "t"}
+    for name, prefix in tokens.items():
+        (folder / name).mkdir()
+        (folder / name / "config.json").write_text('{"vocab_size": 20}')
+        (folder / name / "vocab.txt").write_text("".join(f"{prefix}{i}\n" for i in range(20)))
+    (folder / "cased" / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    (folder / "fast").mkdir()
+    (folder / "fast" / "config.json").write_text('{"vocab_size": 20}')
+    fast = {"added_tokens": [], "normalizer": {"type": "BertNormalizer", "lowercase": True},
+            "model": {"type": "WordPiece", "vocab": {f"t{i}": i for i in reversed(range(20))}}}  # fmt: skip
+    (folder / "fast" / "tokenizer.json").write_text(json.dumps(fast, indent=2))
     return folder
 
 
@@ -51,7 +68,7 @@ def audit_config(files, references: dict | None = None, **audit) -> dict:
         "run": "audit_attacks",
         "datasets": {"notes": {"files": [{"path": str(files / "notes.csv"), "source": "clinic"}],
                                "columns": {"text": "text", "group": "group_id", "role": "role", "id": "sample_id"}}},
-        "models": {"target": {"path": "bert-base-uncased"}, "reference": {"path": "distilbert-base-uncased"},
+        "models": {"target": {"path": str(files / "private")}, "reference": {"path": "distilbert-base-uncased"},
                    "public": {"path": str(files / "public")}},
         "audit": {"dataset": "notes", "targets": ["target"], "references": ["reference"], "nonmembers": ["clinic"],
                   "population": "clinic", "energies": ["masked", "normalized"], **audit},
@@ -165,3 +182,80 @@ def test_the_pool_never_trains_on_the_population_or_the_held_in_members(files):
     inside = splits.merge(samples[["sample_id", "role"]], on="sample_id")
     assert not inside[inside.role.isin(["population", "member_heldin"])]["in"].any()
     assert np.isclose(inside[inside.role.isin(["member", "nonmember"])]["in"].mean(), 0.5)
+
+
+def test_the_slot_attacks_need_a_pool_that_tokenizes_as_the_targets(files, tmp_path, monkeypatch):
+    """Multivariate LiRA and InfoRMIA read the references' per-token evidence slot by slot (their
+    input `references: token_logp`): by default an audit carries them where the pool's tokenizer (its
+    init's, `Study.training_tokenizer`) is the target's or the config cannot tell (a hub id not in the
+    local cache: they refuse per sample when they run), leaves them out where the files show it is
+    not; named, they are refused in one line before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    assert sorted(n for n in builtin_attack_names() if reads_reference_slots(get_attack(n))) == SLOT_ATTACKS
+    with_pool = sorted([*WITHOUT_POOL, "lira_offline", "lira_online", "rmia"])
+    # the same tokenizer: a copy of the init's vocab.txt, the same vocabulary and lowercasing in a tokenizer.json;
+    # a tokenizer the config cannot read (a hub id not in the local cache)
+    for target in ({"path": str(files / "private")}, {"path": str(files / "fast")},
+                   {"path": "bert-base-uncased", "tokenizer": "nobody-mlmia/not-cached"}):  # fmt: skip
+        config = audit_config(files, references={})
+        config["models"]["target"] = target
+        s = study(config)
+        assert s.experiment_attacks(next(iter(s.experiments))) == sorted([*with_pool, *SLOT_ATTACKS]), target
+    # another tokenizer (another vocabulary, or the same one without lowercasing): left out, the others kept
+    for other, reason in (
+        ("other", "their vocabularies differ"),
+        ("cased", "one lowercases the text, the other does not"),
+    ):
+        config = audit_config(files, references={})
+        config["models"]["target"] = {"path": str(files / other)}
+        s = study(config)
+        assert all(s.experiment_attacks(name) == with_pool for name in s.experiments), other
+        # named: refused in one line, for any of the targets (the second's here), naming the item and the models
+        config["models"] |= {"target": {"path": str(files / "private")}, "second": {"path": str(files / other)}}
+        config["audit"] |= {
+            "targets": ["target", "second"],
+            "attacks": ["likelihood_ratio", "lira_offline", "informia"],
+        }
+        with pytest.raises(UserError) as info:
+            study(config)
+        assert str(info.value) == (
+            "config key audit.attacks[2]: 'informia' needs a pool that tokenizes each sample as the target (it reads "
+            "the references' evidence slot by slot): the tokenizer of the pool's init 'public' (references.init) is "
+            f"not the one of target 'second' ({reason})"
+        )
+        config["audit"]["attacks"] = ["likelihood_ratio", "lira_offline", "rmia"]  # the others need no such pool
+        chosen = study(config)
+        assert all(
+            chosen.experiment_attacks(name) == ["likelihood_ratio", "lira_offline", "rmia"]
+            for name in chosen.experiments
+        )
+    assert not any(tmp_path.iterdir())  # refused while the config is read: nothing written
+
+
+def test_what_the_tokenizer_files_say(files, tmp_path):
+    """`tokenizer_difference` reads the vocabulary (token -> id, added tokens among them) and the
+    lowercasing from the files, in either format; it knows nothing (and refuses nothing) of files that
+    are not there or not readable."""
+    public = str(files / "public")
+    assert tokenizer_difference(public, str(files / "fast")) is None  # the same, in another format
+    assert tokenizer_difference(public, str(files / "public" / "vocab.txt")) is None  # a bare vocab.txt
+    (tmp_path / "added").mkdir()  # the same vocab.txt with one added token
+    (tmp_path / "added" / "vocab.txt").write_text((files / "public" / "vocab.txt").read_text())
+    (tmp_path / "added" / "added_tokens.json").write_text('{"[NEW]": 20}')
+    assert tokenizer_difference(public, str(tmp_path / "added")) == "their vocabularies differ"
+    # a sentencepiece-like vocabulary (a list of [piece, score]) behind a normalizer sequence that lowercases
+    unigram = {"model": {"type": "Unigram", "vocab": [[f"t{i}", -1.0] for i in range(20)]},
+               "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}}  # fmt: skip
+    (tmp_path / "unigram").mkdir()
+    (tmp_path / "unigram" / "tokenizer.json").write_text(json.dumps(unigram))
+    assert tokenizer_difference(public, str(tmp_path / "unigram")) is None
+    unigram["normalizer"]["normalizers"].pop()
+    (tmp_path / "unigram" / "tokenizer.json").write_text(json.dumps(unigram))
+    assert tokenizer_difference(public, str(tmp_path / "unigram")) == "one lowercases the text, the other does not"
+    # not known: an unreadable tokenizer.json, an empty folder, a hub id not in the local cache
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "tokenizer.json").write_text("{not json")
+    (tmp_path / "empty").mkdir()
+    for unknown in ("broken", "empty"):
+        assert tokenizer_difference(str(files / "other"), str(tmp_path / unknown)) is None
+    assert tokenizer_difference(str(files / "other"), "nobody-mlmia/not-cached") is None

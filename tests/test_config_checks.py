@@ -72,12 +72,15 @@ PUBLIC = {"models.public": {"path": "ckpt"}}
 def write_byo_files(folder) -> None:
     pd.DataFrame({"text": ["a b c", "d e f"], "group_id": ["p0", "p1"]}).to_csv(folder / "notes.csv", index=False)
     # checkpoints and tokenizers as files: 200 vocabulary rows with their own 200 tokens, with 5
-    # (a stale cache entry), or a tokenizer of 72 (128 rows fewer: what padding explains)
-    for name, rows, tokens in (("ckpt", 200, 200), ("ckpt_tok5", 200, 5), ("tok5", None, 5), ("tok72", None, 72)):
+    # (a stale cache entry), or a tokenizer of 72 (128 rows fewer: what padding explains); a copy of
+    # ckpt's tokenizer, and 200 other tokens (a checkpoint that tokenizes otherwise)
+    for name, rows, tokens, prefix in (("ckpt", 200, 200, "t"), ("ckpt_tok5", 200, 5, "t"), ("tok5", None, 5, "t"),
+                                       ("tok72", None, 72, "t"), ("ckpt_copy", 200, 200, "t"),
+                                       ("ckpt_other", 200, 200, "u")):  # fmt: skip
         (folder / name).mkdir()
         if rows:
             (folder / name / "config.json").write_text(f'{{"vocab_size": {rows}}}')
-        (folder / name / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(tokens)))
+        (folder / name / "vocab.txt").write_text("".join(f"{prefix}{i}\n" for i in range(tokens)))
     pd.DataFrame({"group_id": ["p0"], "kind": ["name"]}).to_csv(folder / "phi_no_value.csv", index=False)
     pd.DataFrame({"sample_id": ["q0"], "group_id": ["q"], "text": ["g h i"]}).to_csv(folder / "pool.csv", index=False)
 
@@ -307,6 +310,11 @@ CASES = [
      ["config key audit.attacks[1]: 'rmia' needs at least 3 reference models trained on half of the audited patients "
       "to tune a: auto (references.online: true, references.count >= 3; here online is true, count 2), or a fixed "
       "attacks.rmia.a"]),
+    ("audit-attack-tokenizes-otherwise", "byo", {**PUBLIC, "models.target": {"path": "ckpt_other"}, "references": POOL,
+                                                 "audit.attacks": ["likelihood_ratio", "lira_offline", "informia"]},
+     ["config key audit.attacks[2]: 'informia' needs a pool that tokenizes each sample as the target",
+      "the tokenizer of the pool's init 'public' (references.init) is not the one of target 'target' (their "
+      "vocabularies differ)"]),
     ("audit-attacks-without-the-papers", "byo", {"audit.attacks": ["loss", "zlib"]},
      ["config key audit.attacks: leaves out likelihood_ratio, the paper's attack that every audit card reports"]),
     ("audit-dataset-imported", "paper_scores.yaml",
@@ -375,6 +383,9 @@ PASSES = [
     ("audit-with-a-pool", "byo", {**PUBLIC, "references": POOL}),
     ("audit-rmia-fixed-a-offline", "byo", {**PUBLIC, "references": dict(POOL, online=False, count=2),
                                            "attacks": {"rmia": {"a": 0.5}}, "audit.attacks": ["likelihood_ratio", "rmia"]}),
+    ("audit-slot-attacks-same-tokenizer", "byo", {**PUBLIC, "models.target": {"path": "ckpt_copy"}, "references": POOL,
+                                                  "audit.attacks": ["likelihood_ratio", "informia",
+                                                                    "lira_multivariate_online"]}),
     ("audit-rmia-tuned-on-three", "byo", {**PUBLIC, "references": dict(POOL, count=3), "audit.attacks": ["likelihood_ratio", "rmia"]}),
     ("public-tokenizer-as-inherited", "ci.yaml", {"models.base.public_tokenizer": False,
                                                   "models.given": {**HUB, "public_tokenizer": True},

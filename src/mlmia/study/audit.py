@@ -4,8 +4,8 @@ An audit crosses targets x references x non-member sources x length buckets x en
 levels; each combination is one experiment and one column of the table `audit`. Each experiment
 carries the audit's attacks (`audit_attacks`): `audit.attacks`, or every built-in attack the
 config gives its inputs without more scoring than the audit's energies (the paper's two, zlib,
-Min-K%, Min-K%++ and the blind baseline; with a `references:` pool, LiRA, multivariate LiRA, RMIA
-and InfoRMIA). The rows are the paper's overview rows, then the AUC and TPR at 1% FPR of every
+Min-K%, Min-K%++ and the blind baseline; with a `references:` pool, LiRA and RMIA, and multivariate
+LiRA and InfoRMIA where the pool's tokenizer is not known to differ from the targets'). The rows are the paper's overview rows, then the AUC and TPR at 1% FPR of every
 other attack, then the counts; the figures are ROC curves of every sample-level experiment
 (linear and log FPR) and the likelihood-ratio histogram of the first one. The result has the shape
 of config/tables.yaml, so the one renderer draws it.
@@ -19,7 +19,9 @@ import re
 from mlmia.attacks.base import MODEL_ROLES, builtin_attack_names, get_attack
 from mlmia.core.errors import UserError
 from mlmia.study.checks.refusal import rekeyed
+from mlmia.study.checks.tokenization import pool_tokenizer, scoring_tokenizer, tokenizer_difference
 from mlmia.study.plans.cards import PAPER_ATTACK
+from mlmia.terms.scores import PATTERN_SIZES, TOKEN_COLUMNS
 
 #: the paper's attacks, (A) and (B), by the tag the paper's rows print
 PAPER_TAGS = {"loss": "(A)", "likelihood_ratio": "(B)"}
@@ -43,11 +45,43 @@ ATTACK_ROWS = (("auc", None, "AUC"), ("tpr_at_fpr", 0.01, "TPR@1%FPR"))
 _NAME = re.compile(r"^[A-Za-z0-9_+-]+$")
 
 
+#: the score-table columns whose entries follow the sample's tokens (its slots, its masking patterns)
+SLOT_COLUMNS = (*TOKEN_COLUMNS, "per_pattern", PATTERN_SIZES)
+
+
+def reads_reference_slots(attack) -> bool:
+    """Whether an attack reads the reference pool's per-token (or per-pattern) evidence, which
+    lines up with the target's only where each reference tokenizes the sample as the target."""
+    return any(column.split("@")[0] in SLOT_COLUMNS for column in attack.inputs.get("references", ()))
+
+
+def _other_tokenizer(config: dict) -> str | None:
+    """Where the config shows the reference pool's tokenizer is not an audited target's, in words
+    naming the models (no file's content); None where they are the same or the config cannot tell
+    (`mlmia.study.checks.tokenization`: a hub id not in the local cache, a model the workflow has
+    yet to train), and then an attack reading the slots refuses per sample at attack time."""
+    pool = pool_tokenizer(config)
+    for target in config["audit"]["targets"]:
+        own = scoring_tokenizer(config, target)
+        reason = pool and own and tokenizer_difference(pool, own)
+        if reason:
+            init = config["references"]["init"]
+            return (
+                f"a pool that tokenizes each sample as the target (it reads the references' evidence slot by slot): "
+                f"the tokenizer of the pool's init {init!r} (references.init) is not the one of target {target!r} "
+                f"({reason})"
+            )
+    return None
+
+
 def _lacks(name: str, params: dict | None, config: dict) -> str | None:
     """What the config cannot give attack `name` on an audit's experiments, in words (None: it
-    gives everything): a reference pool (`references:`) with what the attack needs of it, and the
-    neighbour texts' model. Per-sample features come from the text, other energy kinds from more
-    scoring of the same models: always there."""
+    gives everything): a reference pool (`references:`) with what the attack needs of it, and
+    for an attack that reads the pool's evidence per token or pattern (`reads_reference_slots`:
+    multivariate LiRA, InfoRMIA) a pool whose tokenizer (its `references.init`'s) is the targets'
+    (`_other_tokenizer`; where the files cannot tell, the attack refuses per sample when it runs);
+    and the neighbour texts' model. Per-sample features come from the text, other energy kinds
+    from more scoring of the same models: always there."""
     attack = get_attack(name, params)
     references = config.get("references")
     if "references" in attack.inputs:
@@ -56,6 +90,10 @@ def _lacks(name: str, params: dict | None, config: dict) -> str | None:
         lack = attack.references_lack(int(references["count"]), bool(references["online"]))
         if lack:
             return lack
+        if reads_reference_slots(attack):
+            lack = _other_tokenizer(config)
+            if lack:
+                return lack
     if "neighbours" in attack.inputs:
         model = config["neighbours"]["model"]
         if model not in config.get("models", {}):
