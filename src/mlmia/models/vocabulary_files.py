@@ -25,7 +25,7 @@ CONFIGS = ("config.json", "bert_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 
 
-def _file(spec: str, filename: str) -> Path | None:
+def tokenizer_file(spec: str, filename: str) -> Path | None:
     """`filename` of a local directory, or of a hub id's snapshot in the local cache."""
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -44,7 +44,7 @@ def _file(spec: str, filename: str) -> Path | None:
 def checkpoint_rows(spec: str | os.PathLike) -> int | None:
     """The rows of a checkpoint's input embeddings (`vocab_size`), None when not known."""
     for name in CONFIGS:
-        found = _file(os.fspath(spec), name)
+        found = tokenizer_file(os.fspath(spec), name)
         if found is None:
             continue
         try:
@@ -61,7 +61,7 @@ def tokenizer_top_id(spec: str | os.PathLike) -> int | None:
     spec = os.fspath(spec)
     path = Path(spec).expanduser()
     vocab_file = path if path.is_file() else None
-    found = None if vocab_file else _file(spec, "tokenizer.json")
+    found = None if vocab_file else tokenizer_file(spec, "tokenizer.json")
     try:
         if found is not None:
             data = json.loads(found.read_text())
@@ -69,7 +69,7 @@ def tokenizer_top_id(spec: str | os.PathLike) -> int | None:
             ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab or [])))
             ids += [t["id"] for t in data.get("added_tokens") or [] if isinstance(t.get("id"), int)]
             return max(ids) if ids else None
-        vocab_file = vocab_file or _file(spec, "vocab.txt")
+        vocab_file = vocab_file or tokenizer_file(spec, "vocab.txt")
         if vocab_file is None:
             return None
         with vocab_file.open(encoding="utf-8") as handle:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # the one reader of a directory's or the hub cache's files (private there: the vocabulary check's)
-from mlmia.models.vocabulary_files import _file
+from mlmia.models.vocabulary_files import tokenizer_file
 
 _UNREADABLE = (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError)
 #: the tokenizer.json normalizers that never lowercase
@@ -69,8 +69,8 @@ def tokenization(spec: str | os.PathLike) -> Tokenization | None:
             vocab_file, data = path, None
             settings = _json(path.parent / "tokenizer_config.json")
         else:
-            vocab_file, data = None, _json(_file(spec, "tokenizer.json"))
-            settings = _json(_file(spec, "tokenizer_config.json"))
+            vocab_file, data = None, _json(tokenizer_file(spec, "tokenizer.json"))
+            settings = _json(tokenizer_file(spec, "tokenizer_config.json"))
         given = settings.get("do_lower_case") if isinstance(settings, dict) else None
         given = given if isinstance(given, bool) else None
         if data is not None:
@@ -80,7 +80,7 @@ def tokenization(spec: str | os.PathLike) -> Tokenization | None:
             vocabulary |= {t["content"]: t["id"] for t in data.get("added_tokens") or []}
             lowercase = given if given is not None else _lowercases(data.get("normalizer"))
             return Tokenization(vocabulary, lowercase) if vocabulary else None
-        vocab_file = vocab_file or _file(spec, "vocab.txt")
+        vocab_file = vocab_file or tokenizer_file(spec, "vocab.txt")
         if vocab_file is None:
             return None
         lines = vocab_file.read_text(encoding="utf-8").split("\n")
