@@ -2,7 +2,8 @@
 strongest attack chosen on one half of the patients and reported on the other; every section rendered
 from its study's files, "not run" where the config does not run it; how to read a card (the threat
 model, lower bounds, the scale) and what would resolve a number it cannot resolve, against hand
-computations; the DP verdict's wording; the ROC figure; the cards of the CI run (with its PHI grep and
+computations; the DP verdict's wording; the ROC figure; which tokens carry the signal, where the
+plan gives the card an attack with per-slot scores; the cards of the CI run (with its PHI grep and
 the HTML report's section). The bring-your-own cards: tests/test_byo.py."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, run_snakemake
+from workflow_helpers import REPO, copy_workflow, planned_jobs, run_snakemake, write_config
 
 from mlmia.report.card_attacks import REPORT, SELECTION, membership, patient_halves
 from mlmia.report.card_reading import resolve_lines, to_resolve
@@ -288,6 +289,121 @@ def test_a_card_holds_every_section_the_config_runs_and_says_why_not_for_the_oth
     assert json.loads(outputs["numbers"].read_text())["dp"] == "not run"
 
 
+# --------------------------------------------------------------------------- which tokens carry the signal
+
+
+def test_a_card_with_token_kinds_holds_the_part_in_its_membership_section_and_only_then(tmp_path, monkeypatch):
+    """The plan: the default world's Base card reads zoo_long_mimic's summary by token kind (InfoRMIA
+    gives per-slot scores), the file rule token_kinds writes; base_pp's experiment has no reference pool,
+    so no per-slot attack, and its card neither reads nor mentions one."""
+    from mlmia.study.plans.tokens import token_experiments, token_outputs
+
+    monkeypatch.chdir(REPO)
+    study = study_of("config.yaml")
+    plan = study.plan("audit_cards")
+    cards, inputs = plan.settings["cards"], plan.files["inputs"]
+    assert cards["base"]["experiment"]["name"] == "zoo_long_mimic" and "zoo_long_mimic" in token_experiments(study)
+    assert inputs["base"]["token_kinds"] == token_outputs(study, "zoo_long_mimic")["kinds"]
+    assert inputs["base"]["token_kinds"] == "results/default/attack/zoo_long_mimic.token_kinds.csv"
+    assert cards["base"]["token_kinds"] == {"attacks": ["informia"]}
+    experiment = cards["base_pp"]["experiment"]["name"]
+    assert experiment == "base_pp_long_mimic" and experiment not in token_experiments(study)
+    assert "token_kinds" not in inputs["base_pp"] and cards["base_pp"]["token_kinds"] is None
+
+
+def test_snakemake_audit_cards_plans_the_token_kinds_its_cards_read(tmp_path, monkeypatch):
+    """A dry run on the CI world: the cards' per-slot files are rule token_kinds's jobs, one per card
+    experiment with InfoRMIA (base's zoo_long_mimic, the DP targets'), none for the others."""
+    from mlmia.study.plans.tokens import token_attacks
+
+    monkeypatch.chdir(REPO)
+    copy_workflow(tmp_path)
+    config = write_config(tmp_path, "ci.yaml")
+    study = study_of("ci.yaml")
+    experiments = {card_experiment(study, model) for model in audited_models(study)}
+    expected = sorted(name for name in experiments if token_attacks(study, name))
+    assert "zoo_long_mimic" in expected and "dp_eps8_long_mimic" in expected and "large_long_mimic" in experiments
+    jobs = planned_jobs(tmp_path, "audit_cards", "--configfile", str(config))
+    planned = [out for rule, outputs in jobs if rule == "token_kinds" for out in outputs.split(", ")
+               if out.endswith(".token_kinds.csv")]  # fmt: skip
+    assert sorted(planned) == [f"results/ci/attack/{name}.token_kinds.csv" for name in expected]
+
+
+#: a summary by token kind as `kind_summary` writes it, in its order (the PHI kinds, then other); kind,
+#: slots, difference, interval, members' and non-members' top-slot share
+KINDS = [("surname", 300, 1.84, 0.10, 3.50, 0.20, 0.10), ("physician", 1200, 5.21, 3.99, 6.85, 0.30, 0.05),
+         ("state", 80, 0.10, -0.50, 0.70, 0.02, 0.03), ("date", 500, -0.30, -0.60, -0.05, 0.05, 0.12),
+         ("drug", 400, 2.04, 1.00, 3.10, 0.13, 0.05), ("dose", 3, np.nan, np.nan, np.nan, 0.0, 0.0),
+         ("other", 20000, 0.22, 0.17, 0.27, 0.30, 0.65)]  # fmt: skip
+
+
+def token_summary(kinds=KINDS, phi_from="the world's PHI") -> pd.DataFrame:
+    rows = [{"attack": "informia", "kind": k, "slots": n, "samples": n // 3, "member_mean": d / 2,
+             "nonmember_mean": -d / 2, "difference": d, "ci_low": lo, "ci_high": hi, "member_top_share": mt,
+             "nonmember_top_share": nt, "members": 40, "nonmembers": 30, "phi_from": phi_from}
+            for k, n, d, lo, hi, mt, nt in kinds]  # fmt: skip
+    # an attack the card's plan does not name is not shown
+    return pd.DataFrame([*rows, {**rows[0], "attack": "not_planned", "kind": "surname", "difference": 99.0}])
+
+
+def test_which_tokens_carry_the_signal_ordered_by_difference_with_separated_marks(tmp_path):
+    files = study_files(tmp_path)
+    files["token_kinds"] = str(tmp_path / "zoo_long_mimic.token_kinds.csv")
+    token_summary().to_csv(files["token_kinds"], index=False)
+    sections = {key: {"run": False, "why": f"no {key} here"} for key in ("extraction", "canaries", "dp", "vocabulary")}
+    settings = {**card_settings(sections), "token_kinds": {"attacks": ["informia"]}}
+    outputs = {"card": tmp_path / "card.md", "numbers": tmp_path / "card.json", "roc": tmp_path / "card_roc.png"}
+    write_card(settings, files, outputs, "cfg123", "code456")
+    text = outputs["card"].read_text()
+    membership = text.split("## Membership inference\n")[1].split("\n## ")[0]
+    part = membership.split("### Which tokens carry the signal\n\n")[1]
+    assert part.startswith("Which kinds of token carry the signal of InfoRMIA (`informia`), per slot")
+    assert "(bits; higher: more member-like)" in part and "PHI kinds from the world's PHI" in part
+    assert "over all 40 member and 30 non-member samples" in part
+    # largest difference first, the kind without one last; separated where the interval excludes 0
+    rows = [line for line in part.splitlines() if line.startswith("| ") and not line.startswith("| kind")]
+    assert [row.split(" | ")[0][2:] for row in rows] == ["physician", "drug", "surname", "other", "state", "date",
+                                                          "dose"]  # fmt: skip
+    assert rows[0] == "| physician | 1,200 | +5.21 [3.99, 6.85] | separated | 30.0% | 5.0% |"
+    assert rows[3] == "| other | 20,000 | +0.22 [0.17, 0.27] | separated | 30.0% | 65.0% |"
+    assert rows[4] == "| state | 80 | +0.10 [-0.50, 0.70] | not separated | 2.0% | 3.0% |"
+    assert rows[5] == "| date | 500 | -0.30 [-0.60, -0.05] | separated | 5.0% | 12.0% |"
+    assert rows[6] == "| dose | 3 | n.a. | not separated | 0.0% | 0.0% |"
+    # against the ordinary words: only where the intervals do not overlap (surname's 0.10 < other's 0.27)
+    assert ("Separated from 0: members' slots score higher for physician, drug, surname, other; lower for date. "
+            "Against the ordinary words (other, +0.22 [0.17, 0.27]): the interval lies wholly above other's for "
+            "physician, drug, wholly below for date, and overlaps it for surname, state.") in part  # fmt: skip
+    assert "no interval of the difference between two kinds" in part
+    assert "not_planned" not in text and "99.0" not in text
+    assert text.index("### Which tokens carry the signal") < text.index("## Differential privacy")
+    # the JSON holds the same numbers, in the card's order
+    numbers = json.loads(outputs["numbers"].read_text())
+    found = numbers["membership"]["token_kinds"]
+    assert found["phi_from"] == "the world's PHI" and list(found["attacks"]) == ["informia"]
+    informia = found["attacks"]["informia"]
+    assert [r["kind"] for r in informia["kinds"]][:3] == ["physician", "drug", "surname"]
+    assert informia["kinds"][0] == {"kind": "physician", "slots": 1200, "samples": 400, "member_mean": 2.605,
+                                    "nonmember_mean": -2.605, "difference": 5.21, "ci_low": 3.99, "ci_high": 6.85,
+                                    "member_top_share": 0.3, "nonmember_top_share": 0.05, "separated": True}  # fmt: skip
+    assert informia["kinds"][-1]["difference"] is None and informia["kinds"][-1]["separated"] is False
+    assert (informia["separated_above"], informia["separated_below"]) == (["physician", "drug", "surname", "other"],
+                                                                          ["date"])  # fmt: skip
+    assert (informia["above_other"], informia["below_other"], informia["overlap_other"]) == (
+        ["physician", "drug"], ["date"], ["surname", "state"])  # fmt: skip
+    assert numbers["provenance"]["inputs"]["token_kinds"]["path"] == files["token_kinds"]
+    # without PHI every slot is other: nothing to compare with the ordinary words
+    none = "none: no PHI table (extraction.phi), every slot is other"
+    token_summary([KINDS[-1]], none).to_csv(files["token_kinds"], index=False)
+    write_card(settings, files, outputs, "cfg123", "code456")
+    text = outputs["card"].read_text()
+    assert f"Every slot is other (PHI kinds from {none}): no kind to tell apart from the ordinary words." in text
+    # the plan names no per-slot attack: no part, though the file lies there
+    write_card({**settings, "token_kinds": None}, files, outputs, "cfg123", "code456")
+    text = outputs["card"].read_text()
+    assert "Which tokens" not in text and "informia" not in text
+    assert "token_kinds" not in json.loads(outputs["numbers"].read_text())["membership"]
+
+
 # --------------------------------------------------------------------------- what would resolve it
 
 
@@ -420,6 +536,9 @@ def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
     assert "## How to read this card" in dp and "a reference model's, `ref_general`" in dp
     assert "Experiment `dp_eps8_long_mimic`" in dp and "| surname |" in dp
     assert "Not run: the extraction study reads back extraction.target (base)." in dp
+    # dp_eps8's experiment has InfoRMIA: which tokens carry its signal; large's has no per-slot attack
+    assert "### Which tokens carry the signal\n\nWhich kinds of token carry the signal of InfoRMIA (`informia`)" in dp
+    assert "Which tokens" not in (run / "cards/large.md").read_text()
     large = json.loads((run / "cards/large.json").read_text())
     assert large["dp"] == "not run" and set(large["membership"]["levels"]) == {"sample", "patient"}
     vocabulary = pd.DataFrame(large["vocabulary"])
@@ -431,5 +550,6 @@ def test_snakemake_audit_cards_on_the_ci_world_and_in_the_report(ci_run):
         *(run / "cards").glob("*"),
         *(run / "logs/audit_cards").glob("*"),
         *(run / "extraction/vocabulary").glob("*"),
+        *(run / "attack").glob("*.token_kinds.csv"),
     ]
     assert assert_no_phi(run, files, world_phi_pattern()) >= 8

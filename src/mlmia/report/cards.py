@@ -10,6 +10,8 @@ Markdown, its numbers as JSON and its ROC curves as a PNG:
 - membership inference (`mlmia.report.card_attacks`): the paper's attack and the strongest attack of
   the model's experiment, at the sample and the patient level, what would resolve the numbers the
   report half cannot, and the ROC curves of the sample level (`mlmia.report.figures.plot_card_roc`);
+  where the experiment has an attack with per-slot scores (InfoRMIA), which kinds of token carry
+  its signal (`token_kinds`, from `attack/<experiment>.token_kinds.csv`: kinds and numbers only);
 - PHI extraction (the extraction study's rates and paired differences, all kinds pooled);
 - canary exposure (the canary target's exposure per insertion count at its last epoch, and the
   canaries' membership test): a model of the audited one's shape, not the audited model;
@@ -133,6 +135,114 @@ def membership_lines(result: dict, settings: dict, roc_file: str | None = None) 
     if settings["other_experiments"]:
         lines += ["", f"This model's other experiments (the tables): {', '.join(settings['other_experiments'])}."]
     return lines
+
+
+# --------------------------------------------------------------------------- which tokens carry the signal
+
+#: the unit of an attack's per-slot score, where the card knows it
+SLOT_UNITS = {"informia": "bits"}
+#: what the card keeps of a kind's row of the summary by token kind
+TOKEN_NUMBERS = ("kind", "slots", "samples", "member_mean", "nonmember_mean", "difference", "ci_low", "ci_high",
+                 "member_top_share", "nonmember_top_share")  # fmt: skip
+
+
+def _separated(low: float, high: float) -> bool:
+    return bool(math.isfinite(low) and math.isfinite(high) and (low > 0 or high < 0))
+
+
+def token_kinds(summary: pd.DataFrame, section: dict) -> dict:
+    """The card's numbers of "which tokens carry the signal" from an experiment's summary by token kind
+    (`mlmia.memorization.token_kinds.kind_summary`; `section`: the plan's, its "attacks"): per attack
+    its kinds ordered by the difference members − non-members (largest first, n.a. last), each
+    "separated" where its interval excludes 0; the kinds separated above and below 0; and, against
+    `OTHER` (the ordinary words), the kinds whose interval lies wholly above or below other's interval
+    and those whose interval overlaps it. Each interval is one kind's: no interval here is of the
+    difference between two kinds, so "above other" says the two intervals do not overlap, no more."""
+    from mlmia.memorization.token_kinds import OTHER
+
+    out = {"phi_from": str(summary["phi_from"].iloc[0]) if len(summary) else "", "attacks": {}}
+    for name in section["attacks"]:
+        part = summary[summary["attack"] == name]
+        rows = []
+        for row in part.to_dict(orient="records"):
+            kept = {key: row[key] for key in TOKEN_NUMBERS}
+            rows.append(kept | {"separated": _separated(float(row["ci_low"]), float(row["ci_high"]))})
+        rows.sort(key=lambda r: -r["difference"] if math.isfinite(r["difference"]) else math.inf)
+        other = next((r for r in rows if r["kind"] == OTHER), None)
+        kinds = [r for r in rows if r["kind"] != OTHER]
+        found = {
+            "members": int(part["members"].iloc[0]) if len(part) else 0,
+            "nonmembers": int(part["nonmembers"].iloc[0]) if len(part) else 0,
+            "kinds": rows,
+            "separated_above": [r["kind"] for r in rows if r["separated"] and r["difference"] > 0],
+            "separated_below": [r["kind"] for r in rows if r["separated"] and r["difference"] < 0],
+        }
+        if other is not None and _finite(other):
+            found["above_other"] = [r["kind"] for r in kinds if r["ci_low"] > other["ci_high"]]
+            found["below_other"] = [r["kind"] for r in kinds if r["ci_high"] < other["ci_low"]]
+            found["overlap_other"] = [r["kind"] for r in kinds if _finite(r) and r["kind"] not in
+                                      (*found["above_other"], *found["below_other"])]  # fmt: skip
+        out["attacks"][name] = found
+    return out
+
+
+def _finite(row: dict) -> bool:
+    return math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])
+
+
+def _share(value: float) -> str:
+    return "n.a." if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _kinds(names: list[str]) -> str:
+    return ", ".join(names) or "none"
+
+
+def token_kind_lines(found: dict) -> list[str]:
+    """ "Which tokens carry the signal", the membership section's last part (`token_kinds`'s numbers)."""
+    from mlmia.memorization.token_kinds import OTHER
+
+    lines = ["### Which tokens carry the signal", ""]
+    phi = found["phi_from"] or "no PHI table"
+    for name, attack in found["attacks"].items():
+        label, unit = attack_label(name), SLOT_UNITS.get(name, "the attack's score units")
+        if not attack["kinds"]:
+            lines += [f"{label} gave no per-slot scores on this table.", ""]
+            continue
+        lines += [
+            f"Which kinds of token carry the signal of {label}, per slot (a slot: one masked token of one masking "
+            f"pattern): each slot's score ({unit}; higher: more member-like) under the kind of PHI its token falls "
+            f"in (PHI kinds from {phi}; {OTHER}: a token in no PHI span, the ordinary words), over all "
+            f"{attack['members']} member and {attack['nonmembers']} non-member samples of the experiment (both "
+            "halves: no attack is chosen here). Per kind, largest first: the members' mean slot score less the "
+            "non-members', with its 95% patient-bootstrap interval, separated where it excludes 0; and the share of "
+            "members, against non-members, whose highest-scoring slot is of that kind (each column sums to "
+            "100%). Kinds and numbers only.",
+            "",
+        ]
+        body = [[r["kind"], f"{int(r['slots']):,}", "n.a." if not math.isfinite(r["difference"]) else
+                 _interval(r["difference"], (r["ci_low"], r["ci_high"]), 2, signed=True),
+                 "separated" if r["separated"] else "not separated", _share(r["member_top_share"]),
+                 _share(r["nonmember_top_share"])] for r in attack["kinds"]]  # fmt: skip
+        header = ["kind", "slots", f"members − non-members ({unit})", "interval", "top slot: members",
+                  "top slot: non-members"]  # fmt: skip
+        lines += [markdown_table(header, body), ""]
+        text = (f"Separated from 0: members' slots score higher for {_kinds(attack['separated_above'])}; lower for "
+                f"{_kinds(attack['separated_below'])}.")  # fmt: skip
+        other = next((r for r in attack["kinds"] if r["kind"] == OTHER), None)
+        if [r["kind"] for r in attack["kinds"]] == [OTHER]:
+            text += f" Every slot is {OTHER} (PHI kinds from {phi}): no kind to tell apart from the ordinary words."
+        elif "above_other" in attack:
+            shown = _interval(other["difference"], (other["ci_low"], other["ci_high"]), 2, signed=True)
+            text += (f" Against the ordinary words ({OTHER}, {shown}): the interval lies wholly above {OTHER}'s for "
+                     f"{_kinds(attack['above_other'])}, wholly below for {_kinds(attack['below_other'])}, and overlaps "
+                     f"it for {_kinds(attack['overlap_other'])}. Each interval is one kind's: the card has no "
+                     "interval of the difference between two kinds, so above or below says only that two "
+                     "intervals do not overlap.")  # fmt: skip
+        else:
+            text += f" No interval of {OTHER}: the card does not compare the kinds with the ordinary words."
+        lines += [text, ""]
+    return lines[:-1]
 
 
 # --------------------------------------------------------------------------- the studies' sections
@@ -351,6 +461,9 @@ def card(
     lines += ["", "## How to read this card", "", *reading_lines(result, settings)]
     lines += ["", "## Summary", "", *_summary(result, settings, sections, inputs)]
     lines += ["", "## Membership inference", "", *membership_lines(result, settings, roc_file)]
+    if settings.get("token_kinds"):
+        result["token_kinds"] = token_kinds(_read(inputs, "token_kinds"), settings["token_kinds"])
+        lines += ["", *token_kind_lines(result["token_kinds"])]
     for key, title in SECTIONS.items():
         section = sections[key]
         lines += ["", f"## {title}", ""]

@@ -7,7 +7,9 @@ attack table the workflow builds: `Study.attack_experiments`), in the spec's ord
 
 - membership inference: the attack table of one experiment of the model (`audit_cards.experiments`,
   else the one with the most attacks: `card_experiment`), the paper's attack (the likelihood ratio
-  with the experiment's reference) and the strongest of that table's attacks;
+  with the experiment's reference) and the strongest of that table's attacks; and which kinds of
+  token carry the signal where the experiment has per-slot files (an attack with per-slot scores,
+  InfoRMIA: `mlmia.study.plans.tokens.token_experiments`; none: the card says nothing of it);
 - PHI extraction: for the model `extraction.target`, when the extraction study runs;
 - canary exposure: for the model `canaries.shape`, whose shape and settings the canary target takes;
 - the DP audit: for a model with a `dp` setting that the DP audit audits (`mlmia.study.plans.dp.dp_targets`);
@@ -24,6 +26,7 @@ from mlmia.core.errors import UserError
 from mlmia.core.provenance import config_digest
 from mlmia.study.plans.base import RUN_ONLY_KEYS, Caption, Plan, Registration, Shown
 from mlmia.study.plans.dp import dp_audit_outputs, dp_targets
+from mlmia.study.plans.tokens import token_attacks, token_outputs
 
 RULES = "rules/cards.smk"
 #: the paper's attack, chosen before looking: the likelihood ratio with the experiment's reference
@@ -152,7 +155,17 @@ def _card_inputs(study, model: str, experiment: str, sections: dict) -> dict[str
         inputs["dp_record"] = dp_audit_outputs(study, model)["record"]
     if sections["vocabulary"]["run"]:
         inputs["vocabulary"] = study.path("extraction", "vocabulary", f"{model}.csv")
+    if _token_kinds(study, experiment):
+        inputs["token_kinds"] = token_outputs(study, experiment)["kinds"]
     return inputs
+
+
+def _token_kinds(study, experiment: str) -> dict | None:
+    """The membership section's part "which tokens carry the signal": for an experiment with per-slot
+    files (one of `token_experiments`: an attack of its table gives per-slot scores, InfoRMIA), the
+    attacks whose summary by token kind the card shows; None otherwise (the card says nothing of it)."""
+    attacks = token_attacks(study, experiment)
+    return {"attacks": attacks} if attacks else None
 
 
 def _threat(study, experiment) -> dict:
@@ -204,6 +217,7 @@ def card_settings(study, model: str) -> dict:
         "bootstrap": study.metrics["bootstrap"],
         "bootstrap_seed": study.metrics["seed"],
         "sections": _sections(study, model),
+        "token_kinds": _token_kinds(study, name),
         "threat": _threat(study, experiment),
         "style": study.figure_style,
     }
@@ -239,11 +253,12 @@ def cards_plan(study) -> Plan:
             "likelihood ratio and the strongest attack of the model's experiment, chosen on one half of the patients "
             "and reported on the other, at the sample and the patient level (AUC, TPR at low FPR with "
             "patient-bootstrap intervals, or not resolvable, and what would resolve it), each a lower bound on what "
-            "leaks; the ROC curves of the paper's attack, the strongest and the baselines on the report half at the "
-            "sample level, on a log false-positive axis with the card's FPRs marked; PHI extraction, canary exposure "
-            "(on a model of the audited one's shape) and the DP audit (whether it refuted the claimed epsilon) where "
-            "the config runs them for the model; the vocabulary check; the provenance (config, code and input "
-            "digests). Counts and rates only."
+            "leaks; where the experiment has an attack with per-slot scores (InfoRMIA), which kinds of token (the PHI "
+            "kinds, other words) carry its signal; the ROC curves of the paper's attack, the strongest and the "
+            "baselines on the report half at the sample level, on a log false-positive axis with the card's FPRs "
+            "marked; PHI extraction, canary exposure (on a model of the audited one's shape) and the DP audit "
+            "(whether it refuted the claimed epsilon) where the config runs them for the model; the vocabulary check; "
+            "the provenance (config, code and input digests). Counts and rates only."
         ),
     )
 
