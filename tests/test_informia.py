@@ -327,7 +327,7 @@ def test_a_reference_that_does_not_tokenize_as_the_target_is_refused():
     message = one_line_error(
         lambda: get_attack("informia", {"a": 1.0}).statistic(t), "attack informia: sample s3: reference 2 of 4"
     )
-    assert "scores 29 tokens and the target 30" in message and "does not tokenize" in message
+    assert "lists 29 values and the target 30" in message and "does not tokenize" in message
     one_line_error(lambda: get_attack("informia", {"a": 1.0}).token_statistics(t), "sample s3")
 
 

@@ -197,8 +197,8 @@ def test_a_reference_of_another_length_is_refused():
             get_attack(name).statistic(t)
         message = str(info.value)
         assert "\n" not in message and name in message and "sample s0" in message
-        assert "reference 1 lists 3 token_logp values, the target 4" in message
-    with pytest.raises(UserError, match="reference 1 lists 3 per_pattern values"):
+        assert "reference 2 of 6 lists 3 values and the target 4 (references_token_logp)" in message
+    with pytest.raises(UserError, match=r"reference 2 of 6 lists 3 values and the target 4 \(references_per_pattern\)"):
         get_attack(ONLINE, {"covariance": "patterns"}).statistic(t)
 
 

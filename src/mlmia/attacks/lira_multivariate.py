@@ -12,7 +12,7 @@ from scipy.linalg import solve_triangular
 from scipy.optimize import nnls
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.shared import check_lira_params, lira_references_lack, row_ids
+from mlmia.attacks.shared import check_lira_params, lira_references_lack, reference_token_lists, row_ids, token_lists
 from mlmia.core.errors import UserError
 
 #: how Σ is estimated (parameter `covariance`)
@@ -183,32 +183,13 @@ def slot_rows(table: pd.DataFrame, column: str, attack: str):
     """Each row's (id, target vector, reference rows (references x slots), IN flags), the losses −log p
     of `column` ("token_logp": every slot of every pattern; "per_pattern": each pattern's mean loss,
     already a loss). Every reference must list as many values as the target: one that does not
-    tokenizes the sample otherwise, and its slot j is not the target's slot j."""
+    tokenizes the sample otherwise, and its slot j is not the target's slot j
+    (`shared.reference_token_lists` refuses it)."""
     sign = -1.0 if column == "token_logp" else 1.0
-    rows = zip(
-        row_ids(table), table[f"target_{column}"].tolist(), table[f"references_{column}"].tolist(),
-        table["references_in"].tolist(),
-    )  # fmt: skip
-    for sid, target, references, member in rows:
-        target = sign * np.asarray(target if target is not None else [], dtype=float).reshape(-1)
-        references = list(references) if references is not None else []
-        member = np.asarray(member if member is not None else [], dtype=bool).reshape(-1)
-        if target.size == 0:
-            raise UserError(f"attack {attack}: sample {sid} has no scored tokens ({column})")
-        if len(references) != member.size:
-            raise UserError(f"attack {attack}: sample {sid}: references_{column} and references_in differ in length")
-        matrix = np.empty((len(references), target.size))
-        for j, values in enumerate(references):
-            values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
-            if values.size != target.size:
-                raise UserError(
-                    f"attack {attack}: sample {sid}: reference {j} lists {values.size} {column} values, the target "
-                    f"{target.size} (that reference does not tokenize the sample as the target does)"
-                )
-            matrix[j] = sign * values
-        if not (np.isfinite(target).all() and np.isfinite(matrix).all()):
-            raise UserError(f"attack {attack}: sample {sid}: {column} holds a value that is not a finite number")
-        yield sid, target, matrix, member
+    targets = token_lists(table, f"target_{column}", attack)
+    aligned = reference_token_lists(table, f"references_{column}", attack, targets)
+    for sid, target, (matrix, member) in zip(row_ids(table), targets, aligned):
+        yield sid, sign * target, sign * matrix, member
 
 
 def sides(table: pd.DataFrame, column: str, attack: str, need_in: bool):

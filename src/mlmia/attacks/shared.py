@@ -161,7 +161,7 @@ def reference_token_lists(
             values = np.asarray(values if values is not None else [], dtype=float).reshape(-1)
             if values.size != own.size:
                 raise UserError(
-                    f"attack {attack}: sample {sid}: reference {k + 1} of {len(lists)} scores {values.size} tokens and "
+                    f"attack {attack}: sample {sid}: reference {k + 1} of {len(lists)} lists {values.size} values and "
                     f"the target {own.size} ({column}): it does not tokenize the sample as the target does"
                 )
             matrix[k] = values
