@@ -91,22 +91,28 @@ def main(argv=None) -> None:
     parser.add_argument("--results", type=Path, required=True, help="a finished run's results folder (read only)")
     parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--experiment", action="append", help=f"default: {', '.join(EXPERIMENTS)}")
+    parser.add_argument(
+        "--estimator", action="append", help="only these multivariate estimators, by label (default: all)"
+    )
     parser.add_argument("--out", type=Path, help="Markdown file (default: print)")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
     study = Study.from_config(load_yaml(args.config), REPO, [args.config])
     experiments = args.experiment or list(EXPERIMENTS)
+    # an offline pool (references.online: false) trains no reference on an audited sample: no online variant
+    variants = ("offline", "online") if study.config["references"]["online"] else ("offline",)
+    estimators = [e for e in ESTIMATORS if not args.estimator or e[0] in args.estimator]
     results: dict[tuple[str, str, str], dict] = {}
     counts = {}
     for experiment in experiments:
         table = attack_table(args.results, study, experiment)
         roles = table["role"].value_counts()
         counts[experiment] = f"{roles.get('member', 0)} / {roles.get('nonmember', 0)}"
-        for variant in ("offline", "online"):
+        for variant in variants:
             for label, params in UNIVARIATE:
                 results[variant, label, experiment] = measure(table, f"lira_{variant}", params)
-            for label, params in ESTIMATORS:
+            for label, params in estimators:
                 results[variant, label, experiment] = measure(table, f"lira_multivariate_{variant}", params)
     lines = [
         "AUC; TPR (%) at 1% / 0.1% FPR, members against non-members (counts: "
@@ -114,9 +120,9 @@ def main(argv=None) -> None:
         + "); seconds: the statistic on the whole table, summed over the experiments.",
         "",
     ]
-    for variant in ("offline", "online"):
+    for variant in variants:
         body = []
-        for label, _ in (*UNIVARIATE, *ESTIMATORS):
+        for label, _ in (*UNIVARIATE, *estimators):
             kind = "LiRA" if label.startswith("univariate") else "multivariate LiRA"
             row = [f"{kind}: {label}", *(cell(results[variant, label, e]) for e in experiments)]
             body.append([*row, f"{sum(results[variant, label, e]['seconds'] for e in experiments):.1f}"])
