@@ -110,7 +110,9 @@ def test_zoo_and_shadow_targets(ci_run):
     ) in markdown
     metrics = pd.read_parquet(ci_run / f"{RUN}/metrics/zoo_long_mimic.parquet")
     tuned = metrics[metrics.metric == "parameter"]
-    assert set(tuned.attack) == {"rmia"} and set(tuned.parameter) == {"a"} and tuned.value.between(0, 1).all()
+    assert (
+        set(tuned.attack) == {"rmia", "informia"} and set(tuned.parameter) == {"a"} and tuned.value.between(0, 1).all()
+    )
     findings = pd.read_csv(ci_run / f"{RUN}/findings_zoo.csv")
     baseline, comparison = findings[findings.kind == "baseline"], findings[findings.kind == "comparison"]
     # every attack but blind against blind on Base's 2 long columns; SAMA and (B)-ELBO on base_mdlm's too

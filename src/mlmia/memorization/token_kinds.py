@@ -43,12 +43,13 @@ from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
 from mlmia.models.tokenizer import encode_text
 from mlmia.scoring.masks import mask_keys, mask_patterns
+from mlmia.terms.scores import OTHER_KIND
 from mlmia.world.patient_phi import PHI_KINDS
 
 log = get_logger(__name__)
 
 #: a token outside every PHI span
-OTHER = "other"
+OTHER = OTHER_KIND
 #: the energy kinds whose slots are placed here (the masked energy: K patterns of l positions)
 SLOT_ENERGIES = ("masked",)
 #: the roles the summary compares

@@ -158,7 +158,7 @@ def token_kinds(summary: pd.DataFrame, section: dict) -> dict:
     `OTHER` (the ordinary words), the kinds whose interval lies wholly above or below other's interval
     and those whose interval overlaps it. Each interval is one kind's: no interval here is of the
     difference between two kinds, so "above other" says the two intervals do not overlap, no more."""
-    from mlmia.memorization.token_kinds import OTHER
+    from mlmia.terms.scores import OTHER_KIND as OTHER
 
     out = {"phi_from": str(summary["phi_from"].iloc[0]) if len(summary) else "", "attacks": {}}
     for name in section["attacks"]:
@@ -200,7 +200,7 @@ def _kinds(names: list[str]) -> str:
 
 def token_kind_lines(found: dict) -> list[str]:
     """ "Which tokens carry the signal", the membership section's last part (`token_kinds`'s numbers)."""
-    from mlmia.memorization.token_kinds import OTHER
+    from mlmia.terms.scores import OTHER_KIND as OTHER
 
     lines = ["### Which tokens carry the signal", ""]
     phi = found["phi_from"] or "no PHI table"

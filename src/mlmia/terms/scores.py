@@ -25,3 +25,7 @@ SIZED_KINDS = ("progressive", "elbo")
 def read_score_table(path) -> pd.DataFrame:
     """A score table (Parquet) with its columns under their current names (`RENAMED_COLUMNS`)."""
     return pd.read_parquet(path).rename(columns=RENAMED_COLUMNS)
+
+
+#: the token kind of a slot whose token lies in no PHI span: the ordinary words (mlmia.memorization.token_kinds)
+OTHER_KIND = "other"
