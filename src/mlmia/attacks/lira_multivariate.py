@@ -12,7 +12,14 @@ from scipy.linalg import solve_triangular
 from scipy.optimize import nnls
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.shared import check_lira_params, lira_references_lack, reference_token_lists, row_ids, token_lists
+from mlmia.attacks.shared import (
+    audited_rows,
+    check_lira_params,
+    lira_references_lack,
+    reference_token_lists,
+    row_ids,
+    token_lists,
+)
 from mlmia.core.errors import UserError
 
 #: how Σ is estimated (parameter `covariance`)
@@ -360,9 +367,7 @@ class LiraMultivariateOnline(_MultivariateLira):
     parameters = {"covariance": "pooled", "shrinkage": "oas", "min_sigma": 1e-3}
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
-        audited = (
-            table["role"].isin(("member", "nonmember")).to_numpy() if "role" in table else np.ones(len(table), bool)
-        )
+        audited = audited_rows(table)
         out = np.full(len(table), np.nan)
         if not audited.any():
             return out

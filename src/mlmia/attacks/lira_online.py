@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.shared import check_lira_params, gaussian_fit, lira_references_lack, reference_sides, row_ids
+from mlmia.attacks.shared import (
+    audited_rows,
+    check_lira_params,
+    gaussian_fit,
+    lira_references_lack,
+    reference_sides,
+    row_ids,
+)
 
 
 def log_normal(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
@@ -56,9 +63,7 @@ class LiraOnline(Attack):
         # References train on halves of the audited (member and non-member) patients only:
         # held-in and population rows have no IN reference, and no online statistic (NaN;
         # thresholds from the population are not defined for this attack).
-        audited = (
-            table["role"].isin(("member", "nonmember")).to_numpy() if "role" in table else np.ones(len(table), bool)
-        )
+        audited = audited_rows(table)
         out = np.full(len(table), np.nan)
         if not audited.any():
             return out

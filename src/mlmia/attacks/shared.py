@@ -42,6 +42,15 @@ def row_ids(table: pd.DataFrame) -> list:
     return [shown_id(i, quoted=False) for i in ids]
 
 
+def audited_rows(table: pd.DataFrame) -> np.ndarray:
+    """The rows an online attack scores: members and non-members, the only rows an online pool's
+    references train on half of (every row of a table without roles). Held-in and population
+    rows have no IN reference, so no online statistic."""
+    if "role" not in table:
+        return np.ones(len(table), bool)
+    return table["role"].isin(("member", "nonmember")).to_numpy()
+
+
 def token_lists(table: pd.DataFrame, column: str, attack: str) -> list[np.ndarray]:
     """The per-token lists of `column` as float arrays, each non-empty and finite."""
     out = []
