@@ -6,7 +6,15 @@ import numpy as np
 import pandas as pd
 
 from mlmia.attacks.base import Attack
-from mlmia.attacks.rmia import AUTO, GRID, _check, log_ratio, population_rows, references_lack, tune_a
+from mlmia.attacks.rmia import (
+    AUTO,
+    GRID,
+    check_ratio_params,
+    log_ratio,
+    population_rows,
+    references_lack,
+    tune_a,
+)
 from mlmia.attacks.shared import reference_token_lists, row_ids, token_lists
 from mlmia.core.errors import UserError
 from mlmia.core.logs import get_logger
@@ -124,7 +132,7 @@ class InfoRmia(Attack):
     parameters = {"a": AUTO, "a_grid": GRID}
 
     def check_params(self) -> None:
-        _check(self.name, self.params)
+        check_ratio_params(self.name, self.params)
 
     def references_lack(self, count: int, online: bool) -> str | None:
         """`a: auto` is tuned as RMIA's (`rmia.references_lack`)."""
@@ -141,7 +149,7 @@ class InfoRmia(Attack):
         return self._scores(table)[0]
 
     def _scores(self, table: pd.DataFrame) -> tuple[list[np.ndarray], np.ndarray]:
-        a, grid, _ = _check(self.name, self.params)
+        a, grid, _ = check_ratio_params(self.name, self.params)
         role, population = population_rows(table, self.name)
         target = token_lists(table, "target_token_logp", self.name)
         references = reference_token_lists(table, "references_token_logp", self.name, target)

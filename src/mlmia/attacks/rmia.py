@@ -35,7 +35,7 @@ def _in_unit(value: float) -> bool:
     return 0.0 <= value <= 1.0
 
 
-def _check(attack: str, params: dict) -> tuple[float | None, tuple[float, ...], float | None]:
+def check_ratio_params(attack: str, params: dict) -> tuple[float | None, tuple[float, ...], float | None]:
     """(a, or None for auto; the grid, ascending; gamma, or None for an attack without it), checked."""
     a = params["a"]
     a = None if a == AUTO else _number(attack, "a", a, _in_unit, f"{AUTO!r} or a number in [0, 1]")
@@ -53,7 +53,7 @@ def references_lack(attack: str, params: dict, count: int, online: bool) -> str 
     """What a pool lacks for `a: auto` (`tune_a` attacks each reference with the others): references
     trained on some of the audited samples and not on others, and three of them (with two, the
     other reference is OUT exactly where the attacked one is IN). A fixed `a` lacks nothing."""
-    a, _, _ = _check(attack, params)
+    a, _, _ = check_ratio_params(attack, params)
     if a is None and (not online or count < 3):
         return (
             "at least 3 reference models trained on half of the audited patients to tune a: auto "
@@ -222,7 +222,7 @@ class Rmia(Attack):
     parameters = {"a": AUTO, "a_grid": GRID, "gamma": 1.0}
 
     def check_params(self) -> None:
-        _check(self.name, self.params)
+        check_ratio_params(self.name, self.params)
 
     def references_lack(self, count: int, online: bool) -> str | None:
         """`a: auto` is tuned by attacking each reference with the others (`tune_a`; module
@@ -230,7 +230,7 @@ class Rmia(Attack):
         return references_lack(self.name, self.params, count, online)
 
     def statistic(self, table: pd.DataFrame) -> np.ndarray:
-        a, grid, gamma = _check(self.name, self.params)
+        a, grid, gamma = check_ratio_params(self.name, self.params)
         role, population = population_rows(table, self.name)
         outs, _ = reference_sides(table, self.name, need_in=False)
         self.tuned = {}
