@@ -331,17 +331,23 @@ def test_snakemake_audit_cards_plans_the_token_kinds_its_cards_read(tmp_path, mo
 
 #: a summary by token kind as `kind_summary` writes it, in its order (the PHI kinds, then other); kind,
 #: slots, difference, interval, members' and non-members' top-slot share
-KINDS = [("surname", 300, 1.84, 0.10, 3.50, 0.20, 0.10), ("physician", 1200, 5.21, 3.99, 6.85, 0.30, 0.05),
-         ("state", 80, 0.10, -0.50, 0.70, 0.02, 0.03), ("date", 500, -0.30, -0.60, -0.05, 0.05, 0.12),
-         ("drug", 400, 2.04, 1.00, 3.10, 0.13, 0.05), ("dose", 3, np.nan, np.nan, np.nan, 0.0, 0.0),
-         ("other", 20000, 0.22, 0.17, 0.27, 0.30, 0.65)]  # fmt: skip
+NAN3 = (np.nan, np.nan, np.nan)
+# kind, slots, difference [interval], less other's [paired interval], top-slot shares. surname's own interval
+# overlaps other's, but its paired difference is separated: the card reads the paired one
+KINDS = [("surname", 300, 1.84, 0.10, 3.50, (1.62, 0.05, 3.20), 0.20, 0.10),
+         ("physician", 1200, 5.21, 3.99, 6.85, (4.99, 3.80, 6.60), 0.30, 0.05),
+         ("state", 80, 0.10, -0.50, 0.70, (-0.12, -0.70, 0.50), 0.02, 0.03),
+         ("date", 500, -0.30, -0.60, -0.05, (-0.52, -0.80, -0.30), 0.05, 0.12),
+         ("drug", 400, 2.04, 1.00, 3.10, (1.82, 0.80, 2.90), 0.13, 0.05), ("dose", 3, *NAN3, NAN3, 0.0, 0.0),
+         ("other", 20000, 0.22, 0.17, 0.27, NAN3, 0.30, 0.65)]  # fmt: skip
 
 
 def token_summary(kinds=KINDS, phi_from="the world's PHI") -> pd.DataFrame:
     rows = [{"attack": "informia", "kind": k, "slots": n, "samples": n // 3, "member_mean": d / 2,
-             "nonmember_mean": -d / 2, "difference": d, "ci_low": lo, "ci_high": hi, "member_top_share": mt,
+             "nonmember_mean": -d / 2, "difference": d, "ci_low": lo, "ci_high": hi, "minus_other": paired[0],
+             "minus_other_low": paired[1], "minus_other_high": paired[2], "member_top_share": mt,
              "nonmember_top_share": nt, "members": 40, "nonmembers": 30, "phi_from": phi_from}
-            for k, n, d, lo, hi, mt, nt in kinds]  # fmt: skip
+            for k, n, d, lo, hi, paired, mt, nt in kinds]  # fmt: skip
     # an attack the card's plan does not name is not shown
     return pd.DataFrame([*rows, {**rows[0], "attack": "not_planned", "kind": "surname", "difference": 99.0}])
 
@@ -364,16 +370,16 @@ def test_which_tokens_carry_the_signal_ordered_by_difference_with_separated_mark
     rows = [line for line in part.splitlines() if line.startswith("| ") and not line.startswith("| kind")]
     assert [row.split(" | ")[0][2:] for row in rows] == ["physician", "drug", "surname", "other", "state", "date",
                                                           "dose"]  # fmt: skip
-    assert rows[0] == "| physician | 1,200 | +5.21 [3.99, 6.85] | separated | 30.0% | 5.0% |"
-    assert rows[3] == "| other | 20,000 | +0.22 [0.17, 0.27] | separated | 30.0% | 65.0% |"
-    assert rows[4] == "| state | 80 | +0.10 [-0.50, 0.70] | not separated | 2.0% | 3.0% |"
-    assert rows[5] == "| date | 500 | -0.30 [-0.60, -0.05] | separated | 5.0% | 12.0% |"
-    assert rows[6] == "| dose | 3 | n.a. | not separated | 0.0% | 0.0% |"
-    # against the ordinary words: only where the intervals do not overlap (surname's 0.10 < other's 0.27)
+    assert rows[0] == "| physician | 1,200 | +5.21 [3.99, 6.85] | separated | +4.99 [3.80, 6.60] | 30.0% | 5.0% |"
+    assert rows[3] == "| other | 20,000 | +0.22 [0.17, 0.27] | separated | – | 30.0% | 65.0% |"
+    assert rows[4] == "| state | 80 | +0.10 [-0.50, 0.70] | not separated | -0.12 [-0.70, 0.50] | 2.0% | 3.0% |"
+    assert rows[5] == "| date | 500 | -0.30 [-0.60, -0.05] | separated | -0.52 [-0.80, -0.30] | 5.0% | 12.0% |"
+    assert rows[6] == "| dose | 3 | n.a. | not separated | n.a. | 0.0% | 0.0% |"
+    # against the ordinary words: the paired interval (surname's own overlaps other's, its paired one lies above 0)
     assert ("Separated from 0: members' slots score higher for physician, drug, surname, other; lower for date. "
-            "Against the ordinary words (other, +0.22 [0.17, 0.27]): the interval lies wholly above other's for "
-            "physician, drug, wholly below for date, and overlaps it for surname, state.") in part  # fmt: skip
-    assert "no interval of the difference between two kinds" in part
+            "Against the ordinary words (other, +0.22 [0.17, 0.27]), each kind's difference less other's, its "
+            "interval from the same patient resamples (paired): separated above for physician, drug, surname, below "
+            "for date, not separated for state, dose.") in part  # fmt: skip
     assert "not_planned" not in text and "99.0" not in text
     assert text.index("### Which tokens carry the signal") < text.index("## Differential privacy")
     # the JSON holds the same numbers, in the card's order
@@ -384,12 +390,13 @@ def test_which_tokens_carry_the_signal_ordered_by_difference_with_separated_mark
     assert [r["kind"] for r in informia["kinds"]][:3] == ["physician", "drug", "surname"]
     assert informia["kinds"][0] == {"kind": "physician", "slots": 1200, "samples": 400, "member_mean": 2.605,
                                     "nonmember_mean": -2.605, "difference": 5.21, "ci_low": 3.99, "ci_high": 6.85,
+                                    "minus_other": 4.99, "minus_other_low": 3.8, "minus_other_high": 6.6,
                                     "member_top_share": 0.3, "nonmember_top_share": 0.05, "separated": True}  # fmt: skip
     assert informia["kinds"][-1]["difference"] is None and informia["kinds"][-1]["separated"] is False
     assert (informia["separated_above"], informia["separated_below"]) == (["physician", "drug", "surname", "other"],
                                                                           ["date"])  # fmt: skip
-    assert (informia["above_other"], informia["below_other"], informia["overlap_other"]) == (
-        ["physician", "drug"], ["date"], ["surname", "state"])  # fmt: skip
+    assert (informia["above_other"], informia["below_other"], informia["not_separated_from_other"]) == (
+        ["physician", "drug", "surname"], ["date"], ["state", "dose"])  # fmt: skip
     assert numbers["provenance"]["inputs"]["token_kinds"]["path"] == files["token_kinds"]
     # without PHI every slot is other: nothing to compare with the ordinary words
     none = "none: no PHI table (extraction.phi), every slot is other"

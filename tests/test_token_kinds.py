@@ -194,6 +194,9 @@ def test_the_summary_by_kind_by_hand():
     assert (o.member_top_share, o.nonmember_top_share) == (0.5, 0.5)
     assert set(out["phi_from"]) == {"the world's PHI"}
     assert s.ci_low <= s.difference <= s.ci_high and o.ci_low <= o.difference <= o.ci_high
+    # against the ordinary words: 1.5 - 5/3; none for other itself
+    assert s.minus_other == pytest.approx(-1 / 6) and s.minus_other_low <= s.minus_other <= s.minus_other_high
+    assert np.isnan([o.minus_other, o.minus_other_low, o.minus_other_high]).all()
 
 
 def test_with_one_patient_per_stratum_every_replicate_is_the_estimate():
@@ -206,6 +209,27 @@ def test_with_one_patient_per_stratum_every_replicate_is_the_estimate():
     assert (out.loc["date", "ci_low"], out.loc["date", "ci_high"]) == pytest.approx((1.5, 1.5))
     assert (out.loc[OTHER, "ci_low"], out.loc[OTHER, "ci_high"]) == pytest.approx((-3.0, -3.0))
     assert (out.loc["date", "member_top_share"], out.loc["date", "nonmember_top_share"]) == (1.0, 0.0)
+    row = out.loc["date"]  # 1.5 - (-3.0)
+    assert (row.minus_other, row.minus_other_low, row.minus_other_high) == pytest.approx((4.5, 4.5, 4.5))
+
+
+def test_the_comparison_with_the_ordinary_words_is_paired():
+    # each patient's two slots move together (a patient effect of 0 to 90): a member's surname scores 1
+    # above its other slot, a non-member's the same as it. Each kind's own interval is wide (the patient
+    # effect); the difference of the two kinds is 1 in every replicate only where both come from the same
+    # replicate: independent replicates would give an interval as wide as the kinds' own.
+    rows = []
+    for i, effect in enumerate(range(0, 100, 10)):
+        for role, lift in (("member", 1.0), ("nonmember", 0.0)):
+            sample, patient = f"{role[0]}{i}", f"{role}-{i}"
+            rows += [
+                (sample, patient, role, "mimic", "surname", effect + lift),
+                (sample, patient, role, "mimic", OTHER, effect),
+            ]
+    out = kind_summary(slots_frame(rows), seed=3, replicates=200).set_index("kind")
+    surname = out.loc["surname"]
+    assert surname.ci_high - surname.ci_low > 20  # the patient effect: unpaired intervals say little
+    assert (surname.minus_other, surname.minus_other_low, surname.minus_other_high) == pytest.approx((1.0, 1.0, 1.0))
 
 
 # --------------------------------------------------------------------------- privacy
@@ -266,5 +290,5 @@ def test_snakemake_zoo_plans_the_token_kinds_of_each_zoo_experiment(tmp_path, mo
         sorted([f"results/ci/attack/{name}.tokens.parquet", f"results/ci/attack/{name}.token_kinds.csv"])
         for name in expected
     )
-    # the PHI values the job reads are the extraction study's (the world's, built again)
-    assert any(rule == "extraction_values" for rule, _ in jobs)
+    # the PHI the job reads is the world's, built again in the job: no job of the extraction study runs for it
+    assert not [rule for rule, _ in jobs if rule.startswith("extraction_")]

@@ -5,6 +5,7 @@ from mlmia.attacks.protocols import sample_universe
 from mlmia.core.errors import naming_keys
 from mlmia.core.io import write_parquet, write_text
 from mlmia.core.runner import run_step
+from mlmia.memorization.extraction import phi_table
 from mlmia.memorization.token_kinds import experiment_token_kinds
 from mlmia.models.loading import load_tokenizer
 
@@ -12,14 +13,15 @@ from mlmia.models.loading import load_tokenizer
 def main(snakemake):
     settings = snakemake.params.settings
     samples = pd.read_parquet(snakemake.input.samples)
-    values = snakemake.input.get("values")
     with naming_keys({settings["phi"]: "extraction.phi"}):
+        # the extraction study's PHI (the user's table, or the world's built again); none where it does not run
+        phi = phi_table(settings["phi"], settings["corpus"]) if settings["where"] else None
         slots, summary = experiment_token_kinds(
             pd.read_parquet(snakemake.input.attack),
             samples,
             load_tokenizer(settings["tokenizer"]),
             {name: get_attack(name, params) for name, params in settings["attacks"].items()},
-            pd.read_parquet(values) if values else None,
+            phi,
             settings,
             universe=sample_universe(samples),
         )

@@ -29,15 +29,17 @@ results are flags, counts and rates.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from mlmia.core.errors import UserError
+from mlmia.core.io import read_table
 from mlmia.core.logs import get_logger
 from mlmia.metrics.bootstrap import PatientResampler
 from mlmia.metrics.intervals import percentile_interval
+from mlmia.world.corpus import build_world
 
 log = get_logger(__name__)
 
@@ -130,6 +132,17 @@ def named_spans(samples: pd.DataFrame, phi: pd.DataFrame, where: str = "extracti
         spans = locate_values(by_sample, phi.rename(columns={"sample_id": "group_id"}), where)
         return spans.assign(group_id=spans["sample_id"].map(dict(zip(samples["sample_id"], samples["group_id"]))))
     return locate_values(samples, phi, where)
+
+
+def phi_table(phi: str | None, corpus: Mapping | None) -> pd.DataFrame:
+    """The PHI the study extracts: the user's table at `phi` as read (every column a string, its
+    form checked: `phi_form`), or the embedded world's PHI table, the world built again in memory
+    from its `corpus` section (seconds), so that no file need hold the values between jobs."""
+    if phi:
+        table = read_table(phi).astype(str)
+        phi_form(table, phi)
+        return table
+    return build_world(dict(corpus or {}))["phi"]
 
 
 #: the columns each form of a user's PHI table needs (`named_spans`), by the column that tells the form

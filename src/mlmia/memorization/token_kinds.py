@@ -56,7 +56,8 @@ SLOT_ENERGIES = ("masked",)
 AUDITED = ("member", "nonmember")
 SLOT_COLUMNS = ["sample_id", "group_id", "role", "source", "attack", "slot", "pattern", "position", "kind", "score"]
 SUMMARY_COLUMNS = ["attack", "kind", "slots", "samples", "member_mean", "nonmember_mean", "difference", "ci_low",
-                   "ci_high", "member_top_share", "nonmember_top_share", "members", "nonmembers", "phi_from"]  # fmt: skip
+                   "ci_high", "minus_other", "minus_other_low", "minus_other_high", "member_top_share",
+                   "nonmember_top_share", "members", "nonmembers", "phi_from"]  # fmt: skip
 
 
 def has_token_statistics(attack: Attack) -> bool:
@@ -195,8 +196,11 @@ def kind_summary(
     interval over `replicates` patient-bootstrap replicates (`ci_low`, `ci_high`; a replicate's
     means weight each sample by its patient's draws, a replicate without a side's slot is left
     out); the share of members (of non-members) whose highest slot score (the first on a tie) is
-    of the kind, out of `members` (`nonmembers`) samples. `universe`: the bootstrap's patients per
-    (role, source) (`mlmia.attacks.protocols.sample_universe`); `phi_from`: where the spans came from."""
+    of the kind, out of `members` (`nonmembers`) samples. Against the ordinary words: `minus_other` =
+    the kind's difference less `OTHER`'s, its interval from the same replicates (paired: a kind's signal
+    above the ordinary words' is this interval lying above 0; NaN for `OTHER` itself, or without it).
+    `universe`: the bootstrap's patients per (role, source) (`mlmia.attacks.protocols.sample_universe`);
+    `phi_from`: where the spans came from."""
     audited = slots[slots["role"].isin(AUDITED) & np.isfinite(slots["score"].to_numpy(float))]
     rows = []
     for attack, part in audited.groupby("attack", sort=False):
@@ -214,6 +218,7 @@ def kind_summary(
         strata = list(zip(units["role"].astype(str), units["source"].astype(str)))
         resampler = PatientResampler(strata, units["group_id"].to_numpy(), seed, universe)
         weights = np.stack([resampler.weights(b) for b in range(replicates)]).astype(float) if replicates else None
+        found, replicated = [], {}
         for k, kind in enumerate(kinds):
             side = {}
             for name, mask in (("member", member), ("nonmember", ~member)):
@@ -222,16 +227,24 @@ def kind_summary(
                 if weights is not None:
                     with np.errstate(invalid="ignore", divide="ignore"):
                         side[f"{name}_b"] = (weights[:, mask] @ s) / (weights[:, mask] @ c)
-            low, high = (
-                percentile_interval(side["member_b"] - side["nonmember_b"]) if weights is not None else (np.nan, np.nan)
-            )
-            rows.append({"attack": attack, "kind": kind, "slots": int(counts[:, k].sum()),
+            replicated[kind] = side["member_b"] - side["nonmember_b"] if weights is not None else None
+            low, high = percentile_interval(replicated[kind]) if weights is not None else (np.nan, np.nan)
+            found.append({"attack": attack, "kind": kind, "slots": int(counts[:, k].sum()),
                          "samples": int((counts[:, k] > 0).sum()), "member_mean": side["member"],
                          "nonmember_mean": side["nonmember"], "difference": side["member"] - side["nonmember"],
                          "ci_low": low, "ci_high": high,
                          "member_top_share": float(np.mean(top[member] == kind)) if member.any() else np.nan,
                          "nonmember_top_share": float(np.mean(top[~member] == kind)) if (~member).any() else np.nan,
                          "members": int(member.sum()), "nonmembers": int((~member).sum()), "phi_from": phi_from})  # fmt: skip
+        other = next((row for row in found if row["kind"] == OTHER), None)
+        for row in found:
+            paired = other is not None and row is not other
+            low, high = (np.nan, np.nan)
+            if paired and weights is not None:
+                low, high = percentile_interval(replicated[row["kind"]] - replicated[OTHER])
+            row.update(minus_other=row["difference"] - other["difference"] if paired else np.nan,
+                       minus_other_low=low, minus_other_high=high)  # fmt: skip
+        rows += found
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 

@@ -45,6 +45,7 @@ from mlmia.report.figures import plot_card_roc
 from mlmia.report.markdown import markdown_table
 from mlmia.report.style import apply_style, save_figure
 from mlmia.report.vocabulary import PUBLIC, is_public, is_separated, public_line, vocabulary_markdown
+from mlmia.terms.scores import SLOT_UNITS
 
 SECTIONS = {"extraction": "PHI extraction", "canaries": "Canary exposure", "dp": "Differential privacy",
             "vocabulary": "Vocabulary check"}  # fmt: skip
@@ -139,11 +140,9 @@ def membership_lines(result: dict, settings: dict, roc_file: str | None = None) 
 
 # --------------------------------------------------------------------------- which tokens carry the signal
 
-#: the unit of an attack's per-slot score, where the card knows it
-SLOT_UNITS = {"informia": "bits"}
 #: what the card keeps of a kind's row of the summary by token kind
 TOKEN_NUMBERS = ("kind", "slots", "samples", "member_mean", "nonmember_mean", "difference", "ci_low", "ci_high",
-                 "member_top_share", "nonmember_top_share")  # fmt: skip
+                 "minus_other", "minus_other_low", "minus_other_high", "member_top_share", "nonmember_top_share")  # fmt: skip
 
 
 def _separated(low: float, high: float) -> bool:
@@ -155,9 +154,8 @@ def token_kinds(summary: pd.DataFrame, section: dict) -> dict:
     (`mlmia.memorization.token_kinds.kind_summary`; `section`: the plan's, its "attacks"): per attack
     its kinds ordered by the difference members − non-members (largest first, n.a. last), each
     "separated" where its interval excludes 0; the kinds separated above and below 0; and, against
-    `OTHER` (the ordinary words), the kinds whose interval lies wholly above or below other's interval
-    and those whose interval overlaps it. Each interval is one kind's: no interval here is of the
-    difference between two kinds, so "above other" says the two intervals do not overlap, no more."""
+    `OTHER` (the ordinary words), the kinds whose difference less other's (`minus_other`, its interval
+    from the same patient resamples: paired) is separated above 0, below 0, or not separated."""
     from mlmia.terms.scores import OTHER_KIND as OTHER
 
     out = {"phi_from": str(summary["phi_from"].iloc[0]) if len(summary) else "", "attacks": {}}
@@ -177,21 +175,21 @@ def token_kinds(summary: pd.DataFrame, section: dict) -> dict:
             "separated_above": [r["kind"] for r in rows if r["separated"] and r["difference"] > 0],
             "separated_below": [r["kind"] for r in rows if r["separated"] and r["difference"] < 0],
         }
-        if other is not None and _finite(other):
-            found["above_other"] = [r["kind"] for r in kinds if r["ci_low"] > other["ci_high"]]
-            found["below_other"] = [r["kind"] for r in kinds if r["ci_high"] < other["ci_low"]]
-            found["overlap_other"] = [r["kind"] for r in kinds if _finite(r) and r["kind"] not in
-                                      (*found["above_other"], *found["below_other"])]  # fmt: skip
+        if other is not None:
+            paired = [r for r in kinds if _separated(r["minus_other_low"], r["minus_other_high"])]
+            found["above_other"] = [r["kind"] for r in paired if r["minus_other"] > 0]
+            found["below_other"] = [r["kind"] for r in paired if r["minus_other"] < 0]
+            found["not_separated_from_other"] = [r["kind"] for r in kinds if r not in paired]
         out["attacks"][name] = found
     return out
 
 
-def _finite(row: dict) -> bool:
-    return math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])
-
-
 def _share(value: float) -> str:
     return "n.a." if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _signed(value: float, low: float, high: float) -> str:
+    return "n.a." if not math.isfinite(value) else _interval(value, (low, high), 2, signed=True)
 
 
 def _kinds(names: list[str]) -> str:
@@ -215,17 +213,18 @@ def token_kind_lines(found: dict) -> list[str]:
             f"in (PHI kinds from {phi}; {OTHER}: a token in no PHI span, the ordinary words), over all "
             f"{attack['members']} member and {attack['nonmembers']} non-member samples of the experiment (both "
             "halves: no attack is chosen here). Per kind, largest first: the members' mean slot score less the "
-            "non-members', with its 95% patient-bootstrap interval, separated where it excludes 0; and the share of "
+            "non-members', with its 95% patient-bootstrap interval, separated where it excludes 0; that difference less "
+            f"{OTHER}'s, its interval from the same resamples (paired); and the share of "
             "members, against non-members, whose highest-scoring slot is of that kind (each column sums to "
             "100%). Kinds and numbers only.",
             "",
         ]
-        body = [[r["kind"], f"{int(r['slots']):,}", "n.a." if not math.isfinite(r["difference"]) else
-                 _interval(r["difference"], (r["ci_low"], r["ci_high"]), 2, signed=True),
-                 "separated" if r["separated"] else "not separated", _share(r["member_top_share"]),
-                 _share(r["nonmember_top_share"])] for r in attack["kinds"]]  # fmt: skip
-        header = ["kind", "slots", f"members − non-members ({unit})", "interval", "top slot: members",
-                  "top slot: non-members"]  # fmt: skip
+        body = [[r["kind"], f"{int(r['slots']):,}", _signed(r["difference"], r["ci_low"], r["ci_high"]),
+                 "separated" if r["separated"] else "not separated",
+                 "–" if r["kind"] == OTHER else _signed(r["minus_other"], r["minus_other_low"], r["minus_other_high"]),
+                 _share(r["member_top_share"]), _share(r["nonmember_top_share"])] for r in attack["kinds"]]  # fmt: skip
+        header = ["kind", "slots", f"members − non-members ({unit})", "interval", f"less {OTHER}'s (paired)",
+                  "top slot: members", "top slot: non-members"]  # fmt: skip
         lines += [markdown_table(header, body), ""]
         text = (f"Separated from 0: members' slots score higher for {_kinds(attack['separated_above'])}; lower for "
                 f"{_kinds(attack['separated_below'])}.")  # fmt: skip
@@ -234,13 +233,12 @@ def token_kind_lines(found: dict) -> list[str]:
             text += f" Every slot is {OTHER} (PHI kinds from {phi}): no kind to tell apart from the ordinary words."
         elif "above_other" in attack:
             shown = _interval(other["difference"], (other["ci_low"], other["ci_high"]), 2, signed=True)
-            text += (f" Against the ordinary words ({OTHER}, {shown}): the interval lies wholly above {OTHER}'s for "
-                     f"{_kinds(attack['above_other'])}, wholly below for {_kinds(attack['below_other'])}, and overlaps "
-                     f"it for {_kinds(attack['overlap_other'])}. Each interval is one kind's: the card has no "
-                     "interval of the difference between two kinds, so above or below says only that two "
-                     "intervals do not overlap.")  # fmt: skip
+            text += (f" Against the ordinary words ({OTHER}, {shown}), each kind's difference less {OTHER}'s, its "
+                     "interval from the same patient resamples (paired): separated above for "
+                     f"{_kinds(attack['above_other'])}, below for {_kinds(attack['below_other'])}, not separated for "
+                     f"{_kinds(attack['not_separated_from_other'])}.")  # fmt: skip
         else:
-            text += f" No interval of {OTHER}: the card does not compare the kinds with the ordinary words."
+            text += f" No {OTHER} slot: the card does not compare the kinds with the ordinary words."
         lines += [text, ""]
     return lines[:-1]
 

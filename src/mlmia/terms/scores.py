@@ -29,3 +29,5 @@ def read_score_table(path) -> pd.DataFrame:
 
 #: the token kind of a slot whose token lies in no PHI span: the ordinary words (mlmia.memorization.token_kinds)
 OTHER_KIND = "other"
+#: the unit of an attack's per-slot score, where it is known (an attack not named here: "the attack's score units")
+SLOT_UNITS = {"informia": "bits"}

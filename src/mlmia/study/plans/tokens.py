@@ -4,14 +4,15 @@ rules/zoo.smk): for every experiment whose attacks include one with per-slot evi
 PHI its token belongs to, and the summary by kind; the zoo's experiments' files are built by
 `snakemake zoo` (`TOKEN_GROUPS`). Only the masked energy's slots are placed (`SLOT_ENERGIES`): an
 experiment of another energy kind gets no such file. The PHI spans are the extraction study's
-(the embedded world's values, or the user's `extraction.phi`), read from the file its values job
-writes; a config without them gets every slot as "other", and the summary says so."""
+(the embedded world's values, built again in the job, or the user's `extraction.phi`); a config
+without them gets every slot as "other", and the summary says so."""
 
 from __future__ import annotations
 
 from mlmia.attacks.base import get_attack
+from mlmia.core.errors import UserError
 from mlmia.memorization.token_kinds import SLOT_ENERGIES, has_token_statistics
-from mlmia.study.plans.extraction import REGISTRATION, extraction_plan, tokenizer_source
+from mlmia.study.plans.extraction import REGISTRATION, tokenizer_source
 from mlmia.terms.layout import samples, token_files
 from mlmia.terms.spec import figure_experiments
 
@@ -52,20 +53,18 @@ def token_targets(study, group: str) -> list[str]:
     return [path for name in token_experiments(study, group) for path in token_outputs(study, name).values()]
 
 
-def _phi_values(study) -> str | None:
-    """The extraction study's PHI values file (the world's or the user's), None when it does not run."""
-    return extraction_plan(study).files["values"] if REGISTRATION.runs(study) else None
-
-
 def token_inputs(study, experiment: str) -> dict:
-    """The attack table, its sample table, the target's tokenizer (unless a hub id) and the PHI values."""
+    """The attack table, its sample table, the target's tokenizer (unless a hub id) and the user's
+    PHI table (`extraction.phi`; the embedded world's is built again in the job, as the extraction
+    study's values job builds it: its temporary values file is not an input, so that this job runs
+    without the extraction study's jobs and a rerun of it reruns none of them)."""
     spec = study.experiments[experiment]
     tokenizer = study.local_input(tokenizer_source(study, spec.target))
-    values = _phi_values(study)
+    phi = study.config["extraction"].get("phi") if REGISTRATION.runs(study) else None
     return (
         {"attack": study.path("attack", f"{experiment}.parquet"), "samples": study.path(samples(spec.dataset))}
         | ({"tokenizer": tokenizer} if tokenizer else {})
-        | ({"values": values} if values else {})
+        | ({"phi": phi} if phi else {})
     )
 
 
@@ -74,7 +73,7 @@ def token_settings(study, experiment: str) -> dict:
     masked energy's layout (seed, K, mask count), the bootstrap (the metrics'), the tokenizer and where
     the PHI comes from."""
     spec, scoring, metrics = study.experiments[experiment], study.config["scoring"], study.metrics
-    phi = study.config["extraction"].get("phi")
+    phi, runs = study.config["extraction"].get("phi"), REGISTRATION.runs(study)
     return {
         "attacks": {name: study.attack_params(name) for name in token_attacks(study, experiment)},
         "energy": spec.energy,
@@ -82,5 +81,36 @@ def token_settings(study, experiment: str) -> dict:
         "bootstrap": {"seed": metrics["seed"], "replicates": metrics["bootstrap"]},
         "tokenizer": tokenizer_source(study, spec.target),
         "phi": phi,
-        "where": (phi or "the world's PHI") if _phi_values(study) else None,
+        # the embedded world's corpus section, to build its PHI again (no user's table)
+        "corpus": study.config.get("corpus") if runs and not phi else None,
+        "where": (phi or "the world's PHI") if runs else None,
     }
+
+
+def check_extraction_token_kinds(study) -> None:
+    """Each experiment `extraction.token_kinds` names can be set beside the extraction's rates: the
+    extraction study runs; the experiment is configured, audits `extraction.target` on
+    `extraction.dataset` against non-members of `extraction.sources` (another register's notes
+    differ by more than memorisation: the extraction's own reason), and has a per-slot attack."""
+    config = study.config["extraction"]
+    for i, name in enumerate(config["token_kinds"]):
+        key = f"config key extraction.token_kinds[{i}]"
+        if not REGISTRATION.runs(study):
+            raise UserError(f"{key}: the extraction study does not run (no embedded world, no extraction.phi)")
+        if name not in study.experiments:
+            raise UserError(f"{key}: {name!r} is not an experiment of the tables spec (tables_spec)")
+        spec = study.experiments[name]
+        for field, wanted in (("target", config["target"]), ("dataset", config["dataset"])):
+            if getattr(spec, field) != wanted:
+                raise UserError(
+                    f"{key}: experiment {name!r} has {field} {getattr(spec, field)!r}, not extraction.{field} {wanted!r}"
+                )
+        if spec.nonmembers not in config["sources"]:
+            raise UserError(
+                f"{key}: experiment {name!r} compares non-members of {spec.nonmembers!r}, not of extraction.sources "
+                f"({', '.join(config['sources'])})"
+            )
+        if not token_attacks(study, name):
+            raise UserError(
+                f"{key}: experiment {name!r} has no attack with per-slot scores (e.g. informia) on the masked energy"
+            )
