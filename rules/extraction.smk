@@ -73,6 +73,28 @@ rule extraction_report:
         "../workflow/scripts/extraction_report.py"
 
 
+# Each PHI kind's extraction beside the membership signal its tokens carry under the per-slot
+# attacks of the experiments extraction.token_kinds names (mlmia.memorization.extraction_kinds):
+# their summaries by kind (rule token_kinds) and the rates' differences. Kinds and numbers only.
+if "kinds" in EXTRACT.outputs:
+
+    rule extraction_kinds:
+        input:
+            **EXTRACT.files["kinds_inputs"],
+        output:
+            **plan_outputs(EXTRACT, "kinds"),
+        log:
+            result("logs/extraction/kinds.log"),
+        conda:
+            "../envs/mlmia.yaml"
+        params:
+            settings=EXTRACT.settings["kinds"],
+            caption=EXTRACT.caption,
+            code=library_code("extraction_kinds.py"),
+        script:
+            "../workflow/scripts/extraction_kinds.py"
+
+
 # The vocabulary check (mlmia.memorization.vocabulary_check): each patient's identifying values with
 # its role (the world's names, physicians and states, or the user's PHI table), temporary as the
 # values above; each model's counts from its own tokenizer (a tokenizer the config marks public: one row that

@@ -177,6 +177,18 @@ CASES = [
      ["config key extraction.reference: 'base' is also extraction.target"]),
     ("extraction-reference-saw-the-patients", "ci.yaml", {"extraction.reference": "large"},
      ["config key extraction.reference: 'large' trained on the audited patients (corpus target)"]),
+    # the experiments whose token kinds the extraction sets beside its rates: its target, data and sources
+    ("extraction-token-kinds-unknown", "ci.yaml", {"extraction.token_kinds": ["zoo_long_mimc"]},
+     ["config key extraction.token_kinds[0]: 'zoo_long_mimc' is not an experiment of the tables spec"]),
+    ("extraction-token-kinds-other-target", "ci.yaml", {"extraction.target": "large"},
+     ["config key extraction.token_kinds[0]: experiment 'zoo_long_mimic' has target 'base', not extraction.target 'large'"]),
+    ("extraction-token-kinds-other-sources", "ci.yaml", {"extraction.token_kinds": ["zoo_long_mimic", "zoo_long_i2b2"]},
+     ["config key extraction.token_kinds[1]: experiment 'zoo_long_i2b2' compares non-members of 'i2b2', not of "
+      "extraction.sources (mimic)"]),
+    ("extraction-token-kinds-no-slot-attack", "ci.yaml", {"extraction.token_kinds": ["base_long_mimic"]},
+     ["config key extraction.token_kinds[0]: experiment 'base_long_mimic' has no attack with per-slot scores"]),
+    ("extraction-token-kinds-no-extraction", "paper_scores.yaml", {"extraction.token_kinds": ["any"]},
+     ["config key extraction.token_kinds[0]: the extraction study does not run"]),
     # 4. a model's dp fits its objective, unit, clipping and origin
     ("dp-with-mdlm", "ci.yaml", {"models.dp_eps8.objective": "mdlm"},
      ["config key models.dp_eps8.dp: dp is not offered with objective mdlm"]),
@@ -391,6 +403,7 @@ PASSES = [
                                                   "models.given": {**HUB, "public_tokenizer": True},
                                                   "models.tuned": {"corpus": "target", "init": "given",
                                                                    "public_tokenizer": True}}),
+    ("extraction-token-kinds-short-and-long", "ci.yaml", {"extraction.token_kinds": ["zoo_long_mimic", "zoo_short_mimic"]}),
     ("audit-cards-chosen", "ci.yaml", {"audit_cards.models": ["large"], "audit_cards.experiments": {"base": "base_long_i2b2"},
                                        "audit_cards.vocabulary_kinds": ["surname"]}),
 ]  # fmt: skip

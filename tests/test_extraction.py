@@ -377,12 +377,28 @@ def test_snakemake_extraction_runs_on_the_ci_world_and_writes_no_phi(ci_run):
         assert (shares.loc[key, "whole"], shares.loc[key, "values"]) == (whole, n), key
     assert set(shares.index.get_level_values("kind")) == {"first_name", "surname", "physician", "state"}
     assert "## ref_domain" in (run / "tables/table_vocabulary.md").read_text()
+    # each PHI kind beside its tokens' membership signal (ci.yaml names zoo_long_mimic): the summary's numbers,
+    # and the study's differences
+    kinds = pd.read_csv(run / "extraction/token_kinds.csv")
+    summary = pd.read_csv(run / "attack/zoo_long_mimic.token_kinds.csv").set_index("kind")
+    slot = kinds[kinds.evidence == "slot_score"].set_index("kind")
+    assert set(slot.experiment) == {"zoo_long_mimic"} and set(slot.attack) == {"informia"}
+    assert slot["value"].to_dict() == pytest.approx(summary["difference"].to_dict())
+    top1 = kinds[kinds.evidence == "extracted_top1"].set_index("kind")["value"]
+    differences = pd.read_csv(run / "extraction/differences.csv")
+    chosen = differences.query("comparison == 'members_vs_nonmembers' and level == 'sample' and metric == 'top1'")
+    assert top1.to_dict() == pytest.approx(chosen[chosen.kind != "all"].set_index("kind")["difference"].to_dict())
+    assert "# PHI kinds: extraction and the membership signal" in (run / "tables/table_extraction_kinds.md").read_text()
     # no value of the world's patients in any file the study leaves (the figure is drawn from the rates and
     # counts grepped here)
     files = [
         p for folder in ("extraction", "logs/extraction", "benchmarks/extraction") for p in (run / folder).rglob("*")
     ]
-    files += [run / "tables/table_extraction.md", run / "tables/table_vocabulary.md"]
+    files += [
+        run / "tables/table_extraction.md",
+        run / "tables/table_vocabulary.md",
+        run / "tables/table_extraction_kinds.md",
+    ]
     assert assert_no_phi(run, files, world_phi_pattern()) >= 14
     for path in (run / "extraction/infill").glob("*.parquet"):  # flags and counts, no string but ids and kinds
         table = pd.read_parquet(path)

@@ -121,8 +121,11 @@ def test_the_extraction_plan_reads_back_the_target_and_the_reference(study):
     plan, config = study.plan("extraction"), study.config["extraction"]
     assert plan.settings["models"] == [config["target"], config["reference"]]
     assert [Path(p).name for p in plan.files["infilled"]] == [f"{m}.parquet" for m in plan.settings["models"]]
+    # the kinds beside their tokens' membership signal: both shipped configs name zoo_long_mimic
+    assert config["token_kinds"] == ["zoo_long_mimic"]
     assert {Path(p).name for p in plan.report} == {"table_extraction.md", "fig_extraction.png", "findings.md",
-                                                   "table_vocabulary.md"}  # fmt: skip
+                                                   "table_vocabulary.md", "table_extraction_kinds.md"}  # fmt: skip
+    assert [Path(p).name for p in plan.files["kinds_inputs"]["token_kinds"]] == ["zoo_long_mimic.token_kinds.csv"]
     # the vocabulary check of the two models it reads back (the audit cards read every audited model's)
     assert [Path(p).name for p in plan.files["vocabularies"]] == [f"{m}.csv" for m in plan.settings["models"]]
 

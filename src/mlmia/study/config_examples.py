@@ -142,6 +142,7 @@ extraction:
   target: large
   reference: ref_general           # never saw the patients: the rate without memorisation
   top_k: 20
+  token_kinds: []                  # the zoo's per-slot experiments audit Base, not Large
 """,
         "snakemake --cores 2 extraction --configfile config/config.yaml extraction_large.yaml",
     ),

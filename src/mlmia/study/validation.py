@@ -14,6 +14,7 @@ from mlmia.data.importing import files_from_config
 from mlmia.models.hub import looks_like_hub_id
 from mlmia.models.vocabulary_files import check_checkpoint_files
 from mlmia.study.checks.training import check_training
+from mlmia.study.plans.tokens import check_extraction_token_kinds
 from mlmia.terms.layout import CORPORA
 from mlmia.terms.spec import (
     COUNT_METRICS,
@@ -66,6 +67,7 @@ class Validation:
                         f"config key exposure.embedding_model: {embedding!r} is not a configured model "
                         f"(table {table!r} needs it)"
                     )
+        check_extraction_token_kinds(self)
         # the plans the rules build when they are included (mlmia.study.plans): their refusals, here
         self.plans()
         self.plan(DP_GROUP)

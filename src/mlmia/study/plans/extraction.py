@@ -1,6 +1,9 @@
 """PHI extraction by infilling (`snakemake extraction`, config `extraction`, rules/extraction.smk):
 each PHI value of a patient (the embedded world's, or the spans a user names: `extraction.phi`)
-masked where its samples hold it and read back by the target and a reference; and the vocabulary
+masked where its samples hold it and read back by the target and a reference; beside its rates, where
+`extraction.token_kinds` names experiments, the membership signal of each PHI kind's tokens under
+their per-slot attacks (`mlmia.memorization.extraction_kinds`; the names checked by
+`mlmia.study.plans.tokens.check_extraction_token_kinds`); and the vocabulary
 check (`mlmia.memorization.vocabulary_check`): how many of the patients' identifying values are whole
 entries of a model's vocabulary, for the target and the reference here and for every audited model
 in its audit card (`mlmia.study.plans.cards`). Counts and rates only."""
@@ -8,7 +11,7 @@ in its audit card (`mlmia.study.plans.cards`). Counts and rates only."""
 from __future__ import annotations
 
 from mlmia.study.plans.base import Caption, Plan, Registration, shown
-from mlmia.terms.layout import samples
+from mlmia.terms.layout import samples, token_files
 
 RULES = "rules/extraction.smk"
 #: where the vocabulary check's values come from in the embedded world (mlmia.world.patient_phi.identifying_values)
@@ -32,11 +35,15 @@ def extraction_plan(study) -> Plan:
     }
     shown_items = {"table": "rates table", "figure": "rates figure", "findings": "findings"}
     vocabulary = {"csv": path("vocabulary.csv"), "table": study.path("tables", "table_vocabulary.md")}
+    # the membership signal of each PHI kind's tokens beside its rates: the named experiments' summaries by kind
+    experiments = config["token_kinds"]
+    kinds = {"csv": path("token_kinds.csv"), "table": study.path("tables", "table_extraction_kinds.md")}
+    kinds = kinds if experiments else {}
     phi = config.get("phi")
     return Plan(
         target="extraction",
-        targets=[*report.values(), *vocabulary.values()],
-        outputs={"report": report, "vocabulary": vocabulary},
+        targets=[*report.values(), *vocabulary.values(), *kinds.values()],
+        outputs={"report": report, "vocabulary": vocabulary} | ({"kinds": kinds} if kinds else {}),
         files={
             "samples": study.path(samples(config["dataset"])),
             # the values job's inputs: the user's PHI table and the samples it is checked against before any
@@ -51,6 +58,11 @@ def extraction_plan(study) -> Plan:
             "identifiers": path("identifiers.parquet"),
             "vocabulary": path("vocabulary/{model}.csv"),
             "vocabularies": [path(f"vocabulary/{model}.csv") for model in models],
+            # the PHI kinds beside the membership signal: the rates' differences, each experiment's summary by kind
+            "kinds_inputs": {
+                "differences": report["differences"],
+                "token_kinds": [study.path(token_files(name)["kinds"]) for name in experiments],
+            },
         },
         settings={
             "models": models,
@@ -68,16 +80,20 @@ def extraction_plan(study) -> Plan:
                 "bootstrap": config["bootstrap"],
                 "seed": config["seed"],
             },
+            "kinds": {"experiments": experiments, "target": config["target"], "top_k": config["top_k"]},
         },
         resources={"infill": study.resources("scoring")},
         rules=(RULES,),
         report=shown(report, shown_items, "PHI extraction")
-        | shown(vocabulary, {"table": "vocabulary check"}, "PHI extraction"),
+        | shown(vocabulary, {"table": "vocabulary check"}, "PHI extraction")
+        | (shown(kinds, {"table": "PHI kinds and the membership signal"}, "PHI extraction") if kinds else {}),
         caption=Caption(
             "PHI extraction by infilling: each PHI value masked where its samples hold it and read back by the "
             f"target (``{models[0]}``) and the reference (``{models[1]}``); rates, their paired difference and the "
             "findings; and the vocabulary check: how many of the patients' identifying values are whole entries of each "
-            "model's vocabulary, by role. Counts and rates only: no value is shown."
+            "model's vocabulary, by role; where named (extraction.token_kinds), each PHI kind's extraction beside the "
+            "membership signal its tokens carry under the named experiments' per-slot attacks. Counts, rates and "
+            "scores only: no value is shown."
         ),
     )
 
