@@ -66,9 +66,10 @@ def extraction_kinds(differences: pd.DataFrame, summaries: Mapping[str, pd.DataF
 def _signed(value: float, low: float, high: float, scale: float = 1.0, digits: int = 2) -> str:
     if not np.isfinite(value):
         return "n.a."
-    text = f"{scale * value + 0.0:+.{digits}f}"
+    shown = lambda x: round(scale * x, digits) + 0.0  # noqa: E731  (+ 0.0: no "-0.0" for a value that rounds to 0)
+    text = f"{shown(value):+.{digits}f}"
     if np.isfinite(low) and np.isfinite(high):
-        text += f" [{scale * low + 0.0:.{digits}f}, {scale * high + 0.0:.{digits}f}]"
+        text += f" [{shown(low):.{digits}f}, {shown(high):.{digits}f}]"
     return text
 
 
