@@ -2,8 +2,15 @@
 # the reference pool (LiRA, RMIA; one pool per training objective of the targets, on the same
 # splits) and the neighbour texts (the neighbourhood attack). Beside the attack tables: the
 # per-slot scores by token kind.
-from mlmia.study.plans.tokens import token_experiments, token_inputs, token_settings
-from mlmia.terms.layout import token_files
+from mlmia.study.plans.tokens import (
+    span_datasets,
+    span_inputs,
+    span_settings,
+    token_experiments,
+    token_inputs,
+    token_settings,
+)
+from mlmia.terms.layout import span_file, token_files
 
 
 rule reference_splits:
@@ -54,6 +61,29 @@ rule make_neighbours:
         code=library_code("make_neighbours.py"),
     script:
         "../workflow/scripts/make_neighbours.py"
+
+
+# The PHI spans of a sample table (character offsets and kinds, no value), located once from
+# the extraction study's PHI (the world's, built again, or extraction.phi): where rule
+# token_kinds places each slot's token. The plan: mlmia.study.plans.tokens.
+rule phi_spans:
+    input:
+        unpack(lambda wildcards: span_inputs(STUDY, wildcards.dataset)),
+    output:
+        result(span_file("{dataset}")),
+    log:
+        result("logs/phi_spans/{dataset}.log"),
+    benchmark:
+        result("benchmarks/phi_spans/{dataset}.tsv")
+    wildcard_constraints:
+        dataset=name_pattern(span_datasets(STUDY)),
+    conda:
+        "../envs/mlmia.yaml"
+    params:
+        settings=span_settings(STUDY),
+        code=library_code("phi_spans.py"),
+    script:
+        "../workflow/scripts/phi_spans.py"
 
 
 # Per-slot scores beside the attack table (mlmia.memorization.token_kinds): for an experiment

@@ -244,7 +244,8 @@ def test_no_token_text_or_phi_value_in_any_output_or_log(tokenizer, caplog):
     settings = {"energy": "masked", "scoring": {"seed": 0, "patterns": 2, "mask_count": "ceil"},
                 "bootstrap": {"seed": 0, "replicates": 10}, "where": "the world's PHI"}  # fmt: skip
     with caplog.at_level(logging.DEBUG):
-        slots, summary = experiment_token_kinds(table, samples, tokenizer, {"fixed_slots": Fixed()}, PHI, settings)
+        spans = phi_spans(samples, PHI, "the world's PHI")
+        slots, summary = experiment_token_kinds(table, samples, tokenizer, {"fixed_slots": Fixed()}, spans, settings)
     assert len(slots) == 8  # 2 samples x 2 patterns x 2 positions (T = 12: l = 2)
     assert list(slots.columns) == SLOT_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
     written = slots.to_csv(index=False) + summary.to_csv(index=False) + caplog.text
@@ -290,5 +291,7 @@ def test_snakemake_zoo_plans_the_token_kinds_of_each_zoo_experiment(tmp_path, mo
         sorted([f"results/ci/attack/{name}.tokens.parquet", f"results/ci/attack/{name}.token_kinds.csv"])
         for name in expected
     )
-    # the PHI the job reads is the world's, built again in the job: no job of the extraction study runs for it
+    # the PHI spans are located once per sample table, from the world's PHI built again in that job: no job of
+    # the extraction study runs for them
     assert not [rule for rule, _ in jobs if rule.startswith("extraction_")]
+    assert [output for rule, output in jobs if rule == "phi_spans"] == ["results/ci/extraction/spans/clinical.parquet"]

@@ -28,6 +28,7 @@ results are flags, counts and rates.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -81,6 +82,7 @@ def check_values(values: pd.DataFrame, where: str = "PHI values") -> pd.DataFram
     return values
 
 
+@functools.cache  # a world's values repeat (drugs, states): compile each once
 def _pattern(value: str, left: str, right: str) -> re.Pattern:
     # word boundaries outside the context, so "Ann" is not found inside "Annette"
     return re.compile(

@@ -253,20 +253,23 @@ def experiment_token_kinds(
     samples: pd.DataFrame,
     tokenizer,
     attacks: Mapping[str, Attack],
-    phi: pd.DataFrame | None,
+    spans: pd.DataFrame | None,
     settings: Mapping,
     universe: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(`slot_table`, `kind_summary`) of one experiment's attack table. `settings`: "energy" (the
+    """(`slot_table`, `kind_summary`) of one experiment's attack table. `spans`: the PHI spans of the
+    sample table (`phi_spans`; None: no PHI table, every slot "other"). `settings`: "energy" (the
     experiment's), "scoring" (config scoring's "seed", "patterns", "mask_count"), "bootstrap"
-    (config metrics' "seed" and "bootstrap" replicates: "replicates"), "where" (where `phi` comes
-    from, for messages and the summary's `phi_from`; `phi` None: no PHI table, every slot "other")."""
+    (config metrics' "seed" and "bootstrap" replicates: "replicates"), "where" (where the PHI comes
+    from, for the summary's `phi_from`)."""
     where = settings.get("where") or "PHI"
-    phi_from = where if phi is not None else "none: no PHI table (extraction.phi), every slot is other"
-    if phi is None:
+    phi_from = where if spans is not None else "none: no PHI table (extraction.phi), every slot is other"
+    if spans is None:
         log.info("token kinds: no PHI table (extraction.phi): every slot is %s", OTHER)
-    rows = samples[samples["sample_id"].astype(str).isin(set(table["sample_id"].astype(str)))]
-    spans = phi_spans(rows.assign(sample_id=rows["sample_id"].astype(str)), phi, where)
+    ids = set(table["sample_id"].astype(str))
+    rows = samples[samples["sample_id"].astype(str).isin(ids)]
+    if spans is not None:
+        spans = spans[spans["sample_id"].astype(str).isin(ids)]
     scoring, bootstrap = settings["scoring"], settings["bootstrap"]
     slots = slot_table(table, attacks, rows, tokenizer, energy=settings["energy"], seed=scoring["seed"],
                        patterns=scoring["patterns"], mask_count=scoring["mask_count"], spans=spans)  # fmt: skip

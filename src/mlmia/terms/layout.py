@@ -64,6 +64,12 @@ def token_files(experiment: str) -> dict[str, str]:
     return {"tokens": f"attack/{experiment}.tokens.parquet", "kinds": f"attack/{experiment}.token_kinds.csv"}
 
 
+def span_file(dataset: str) -> str:
+    """The PHI spans of a sample table (sample_id, kind, start, end: character offsets, no value),
+    from the extraction study's PHI: where rule token_kinds places each slot's token."""
+    return f"extraction/spans/{dataset}.parquet"
+
+
 def table_files(table: str) -> list[str]:
     """A rendered table of the tables spec: its tidy CSV, Markdown and LaTeX."""
     return [f"tables/{table}.{ext}" for ext in ("csv", "md", "tex")]

@@ -3,8 +3,9 @@ rules/zoo.smk): for every experiment whose attacks include one with per-slot evi
 (`Attack.token_statistics`, e.g. InfoRMIA), each slot's score with its position and the kind of
 PHI its token belongs to, and the summary by kind; the zoo's experiments' files are built by
 `snakemake zoo` (`TOKEN_GROUPS`). Only the masked energy's slots are placed (`SLOT_ENERGIES`): an
-experiment of another energy kind gets no such file. The PHI spans are the extraction study's
-(the embedded world's values, built again in the job, or the user's `extraction.phi`); a config
+experiment of another energy kind gets no such file. The PHI spans are located once per sample
+table (rule phi_spans, `span_file`: offsets and kinds, no value) from the extraction study's PHI
+(the embedded world's values, built again in that job, or the user's `extraction.phi`); a config
 without them gets every slot as "other", and the summary says so."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from mlmia.attacks.base import get_attack
 from mlmia.core.errors import UserError
 from mlmia.memorization.token_kinds import SLOT_ENERGIES, has_token_statistics
 from mlmia.study.plans.extraction import REGISTRATION, tokenizer_source
-from mlmia.terms.layout import samples, token_files
+from mlmia.terms.layout import samples, span_file, token_files
 from mlmia.terms.spec import figure_experiments
 
 #: the target groups whose named target builds their experiments' per-slot files
@@ -54,17 +55,14 @@ def token_targets(study, group: str) -> list[str]:
 
 
 def token_inputs(study, experiment: str) -> dict:
-    """The attack table, its sample table, the target's tokenizer (unless a hub id) and the user's
-    PHI table (`extraction.phi`; the embedded world's is built again in the job, as the extraction
-    study's values job builds it: its temporary values file is not an input, so that this job runs
-    without the extraction study's jobs and a rerun of it reruns none of them)."""
+    """The attack table, its sample table, the target's tokenizer (unless a hub id) and, where the
+    extraction study runs, the PHI spans of the sample table (`span_inputs`' job)."""
     spec = study.experiments[experiment]
     tokenizer = study.local_input(tokenizer_source(study, spec.target))
-    phi = study.config["extraction"].get("phi") if REGISTRATION.runs(study) else None
     return (
         {"attack": study.path("attack", f"{experiment}.parquet"), "samples": study.path(samples(spec.dataset))}
         | ({"tokenizer": tokenizer} if tokenizer else {})
-        | ({"phi": phi} if phi else {})
+        | ({"spans": study.path(span_file(spec.dataset))} if REGISTRATION.runs(study) else {})
     )
 
 
@@ -73,15 +71,36 @@ def token_settings(study, experiment: str) -> dict:
     masked energy's layout (seed, K, mask count), the bootstrap (the metrics'), the tokenizer and where
     the PHI comes from."""
     spec, scoring, metrics = study.experiments[experiment], study.config["scoring"], study.metrics
-    phi, runs = study.config["extraction"].get("phi"), REGISTRATION.runs(study)
     return {
         "attacks": {name: study.attack_params(name) for name in token_attacks(study, experiment)},
         "energy": spec.energy,
         "scoring": {key: scoring[key] for key in ("seed", "patterns", "mask_count")},
         "bootstrap": {"seed": metrics["seed"], "replicates": metrics["bootstrap"]},
         "tokenizer": tokenizer_source(study, spec.target),
+        "where": span_settings(study)["where"],
+    }
+
+
+def span_datasets(study) -> list[str]:
+    """The sample tables whose PHI spans a per-slot file reads (none where the extraction does not run)."""
+    if not REGISTRATION.runs(study):
+        return []
+    return list(dict.fromkeys(study.experiments[name].dataset for name in token_experiments(study)))
+
+
+def span_inputs(study, dataset: str) -> dict:
+    """The sample table and the user's PHI table (`extraction.phi`; the embedded world's PHI is built
+    again in the job, as the extraction study's values job builds it: that job's temporary file is
+    not read, so that this job needs none of the extraction study's and reruns none of them)."""
+    phi = study.config["extraction"].get("phi")
+    return {"samples": study.path(samples(dataset))} | ({"phi": phi} if phi else {})
+
+
+def span_settings(study) -> dict:
+    """The user's PHI table, else the world's corpus section to build the PHI again; where it comes from."""
+    phi, runs = study.config["extraction"].get("phi"), REGISTRATION.runs(study)
+    return {
         "phi": phi,
-        # the embedded world's corpus section, to build its PHI again (no user's table)
         "corpus": study.config.get("corpus") if runs and not phi else None,
         "where": (phi or "the world's PHI") if runs else None,
     }
