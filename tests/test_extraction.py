@@ -420,7 +420,9 @@ def test_a_zero_rate_is_printed_as_a_count_not_as_a_degenerate_interval():
 
 
 def test_percentages_never_print_minus_zero():
-    from mlmia.memorization.extraction_report import _percent
+    from mlmia.memorization.extraction_report import interval_text
 
-    assert _percent(0.055, -0.0004, 0.119, signed=True) == "+5.5 [0.0, 11.9]"
-    assert _percent(-0.0004, -0.012, 0.0, signed=True) == "+0.0 [-1.2, 0.0]"
+    assert interval_text(0.055, -0.0004, 0.119, signed=True) == "+5.5 [0.0, 11.9]"
+    assert interval_text(-0.0004, -0.012, 0.0, signed=True) == "+0.0 [-1.2, 0.0]"
+    # the same on another scale and precision (the kinds table's bits): -0.004 and 0.0049 round to 0.00
+    assert interval_text(-0.004, -0.3, 0.0049, signed=True, scale=1.0, digits=2) == "+0.00 [-0.30, 0.00]"

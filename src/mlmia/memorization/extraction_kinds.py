@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from mlmia.core.io import atomic_path, write_text
+from mlmia.memorization.extraction_report import interval_text
 from mlmia.memorization.token_kinds import kind_order
 from mlmia.report.finding import interval_verdict
 from mlmia.report.markdown import markdown_table
@@ -63,23 +64,13 @@ def extraction_kinds(differences: pd.DataFrame, summaries: Mapping[str, pd.DataF
     return frame.sort_values("kind", key=lambda kinds: kinds.map(order), kind="stable").reset_index(drop=True)
 
 
-def _signed(value: float, low: float, high: float, scale: float = 1.0, digits: int = 2) -> str:
-    if not np.isfinite(value):
-        return "n.a."
-    shown = lambda x: round(scale * x, digits) + 0.0  # noqa: E731  (+ 0.0: no "-0.0" for a value that rounds to 0)
-    text = f"{shown(value):+.{digits}f}"
-    if np.isfinite(low) and np.isfinite(high):
-        text += f" [{shown(low):.{digits}f}, {shown(high):.{digits}f}]"
-    return text
-
-
 def _extracted_cell(row) -> str:
     """A difference of rates in points, or "none extracted" where neither side gave a value back."""
     if row is None:
         return "–"
     if row["members"] == 0 and row["nonmembers"] == 0:
         return "none extracted"
-    return _signed(row["value"], row["ci_low"], row["ci_high"], 100.0, 1)
+    return interval_text(row["value"], row["ci_low"], row["ci_high"], True)
 
 
 def _names(kinds: list[str]) -> str:
@@ -105,10 +96,10 @@ def extraction_kinds_table(frame: pd.DataFrame, target: str, top_k: int) -> str:
         for experiment, attack in pairs:
             for evidence in SLOT_EVIDENCE:
                 row = rows.get((kind, evidence, experiment, attack))
-                paired_other = evidence != "slot_score" and kind == OTHER_KIND
-                line.append(
-                    "–" if row is None or paired_other else _signed(row["value"], row["ci_low"], row["ci_high"])
-                )
+                if row is None or (evidence != "slot_score" and kind == OTHER_KIND):  # other less itself: none
+                    line.append("–")
+                else:
+                    line.append(interval_text(row["value"], row["ci_low"], row["ci_high"], True, scale=1.0, digits=2))
         body.append(line)
     parts = [
         "# PHI kinds: extraction and the membership signal",

@@ -51,18 +51,28 @@ def _cell_label(cell: dict) -> str:
     return f"{cell['model']}, {cell['role']}s"
 
 
-def _one_decimal(percent: float, signed: bool = False) -> str:
-    """One decimal, and no "-0.0" for a value that rounds to zero."""
-    rounded = round(percent, 1) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return f"{rounded:+.1f}" if signed else f"{rounded:.1f}"
+def _rounded(value: float, digits: int, signed: bool = False) -> str:
+    """`digits` decimals, and no "-0.0" for a value that rounds to zero."""
+    rounded = round(value, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{rounded:+.{digits}f}" if signed else f"{rounded:.{digits}f}"
 
 
-def _percent(value: float, low: float = np.nan, high: float = np.nan, signed: bool = False) -> str:
+def interval_text(
+    value: float,
+    low: float = np.nan,
+    high: float = np.nan,
+    signed: bool = False,
+    *,
+    scale: float = 100.0,
+    digits: int = 1,
+) -> str:
+    """`value` x `scale` (default: a share in percent, one decimal) with its interval in brackets where
+    it has one; "n.r." (not resolvable) without a value."""
     if not np.isfinite(value):
         return "n.r."
-    text = _one_decimal(100 * value, signed)
+    text = _rounded(scale * value, digits, signed)
     if np.isfinite(low) and np.isfinite(high):
-        text += f" [{_one_decimal(100 * low)}, {_one_decimal(100 * high)}]"
+        text += f" [{_rounded(scale * low, digits)}, {_rounded(scale * high, digits)}]"
     return text
 
 
@@ -73,7 +83,7 @@ def _rate_cell(row) -> str:
         return "–"
     if row["value"] == 0:
         return f"0 of {int(row['units'])}"
-    return _percent(row["value"], row["ci_low"], row["ci_high"])
+    return interval_text(row["value"], row["ci_low"], row["ci_high"])
 
 
 def extraction_table(
@@ -111,7 +121,7 @@ def extraction_table(
                     row = diff.loc[key] if key in diff.index else None
                     # nothing extracted on either side: no difference to estimate
                     cells.append(
-                        "–" if row is None or none else _percent(row.difference, row.ci_low, row.ci_high, True)
+                        "–" if row is None or none else interval_text(row.difference, row.ci_low, row.ci_high, True)
                     )
                 n = " / ".join(
                     f"{int(est.loc[key, 'units'])} ({int(est.loc[key, 'patients'])})" if key in est.index else "0 (0)"
